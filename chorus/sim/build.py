@@ -1,0 +1,113 @@
+"""Turn design + testbench sources into a simulation binary with Verilator.
+
+Fast path: Verilator only generates C++; chorus then runs make itself with the Verilator
+runtime objects (verilated*.o) and a precompiled header prebuilt once per flag set, at -O0,
+with ccache when present. The naive path (`naive=True`) is plain `--binary --coverage` at
+default optimisation, kept for the throughput benchmark.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .config import SimConfig
+from .runtime import RuntimeKit, ensure_runtime
+from .sandbox import run_limited
+from .toolchain import COVERAGE_FLAGS, WARNING_FLAGS, Toolchain
+
+PREFIX = "Vtb"
+BINARY = "sim"
+# Verilator's own failures: never the testbench's fault.
+_INTERNAL = re.compile(r"Internal Error|%Error: Internal|Segmentation fault|terminate called|core dumped|"
+                       r"std::bad_alloc|Unsupported: .*(verilator|internal)", re.I)
+
+
+@dataclass
+class BuildOutcome:
+    status: str  # ok | compile_error | harness_error | timeout
+    reason: str
+    log: str
+    seconds: float
+    binary: Path | None = None
+
+
+def main_source() -> Path:
+    return Path(str(resources.files("chorus.sim") / "csrc" / "chorus_main.cpp"))
+
+
+def verilator_flags(cfg: SimConfig, naive: bool = False) -> tuple[str, ...]:
+    cov = ("--coverage",) if naive else COVERAGE_FLAGS
+    return ("--cc", "--exe", "--timing", *cov, "-CFLAGS", "-std=c++20", *WARNING_FLAGS,
+            *cfg.extra_verilator_flags)
+
+
+def make_vars(cfg: SimConfig, tc: Toolchain, naive: bool = False) -> dict[str, str]:
+    # The PCH include setting is a workaround needed even for naive builds of larger designs.
+    if naive:
+        return {"CFG_CXXFLAGS_PCH_I": "-include"}
+    v = {"CFG_CXXFLAGS_PCH_I": "-include", "OPT_FAST": cfg.opt, "OPT_SLOW": cfg.opt, "OPT_GLOBAL": cfg.opt}
+    if cfg.ccache and tc.ccache:
+        v["OBJCACHE"] = tc.ccache
+    return v
+
+
+def _classify_failure(log: str, returncode: int | None) -> tuple[str, str]:
+    if returncode is not None and returncode < 0:
+        return "harness_error", f"Verilator was killed by signal {-returncode}"
+    internal = _INTERNAL.search(log)
+    if internal:
+        return "harness_error", f"Verilator internal error: {internal.group(0)}"
+    errors = [ln.strip() for ln in log.splitlines() if ln.startswith("%Error")]
+    if errors:
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        return "compile_error", errors[0][:300] + more
+    return "harness_error", f"Verilator failed with exit code {returncode} and no %Error line"
+
+
+def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_top: str,
+          defines: dict[str, str], cache_root: Path, naive: bool = False) -> BuildOutcome:
+    """Verilate and compile `sources` (paths relative to workdir/design) into workdir/obj/sim."""
+    design, obj = workdir / "design", workdir / "obj"
+    shutil.copy(main_source(), design / "chorus_main.cpp")
+    env = tc.env()
+    flags = verilator_flags(cfg, naive)
+    mvars = make_vars(cfg, tc, naive)
+    kit: RuntimeKit | None = None
+    if not naive and cfg.prebuilt_runtime:
+        kit = ensure_runtime(tc, flags, mvars, cache_root)
+    cmd = [str(tc.verilator), *flags, "--prefix", PREFIX, "--top-module", tb_top, "--Mdir", str(obj),
+           "-o", BINARY, *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in defines.items()),
+           *sources, "chorus_main.cpp"]
+    log_v = workdir / "out" / "verilator.log"
+    mem, fsz = cfg.mem_limit_mb, 512
+    v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=log_v, mem_mb=mem, file_mb=fsz)
+    if v.timed_out:
+        return BuildOutcome("timeout", f"Verilator did not finish in {cfg.build_timeout_s:.0f} s", v.log, v.seconds)
+    if v.returncode != 0:
+        status, reason = _classify_failure(v.log, v.returncode)
+        return BuildOutcome(status, reason, v.log, v.seconds)
+    make_args = dict(mvars)
+    if kit is not None:
+        for o in kit.objects:
+            shutil.copy(o, obj / o.name)  # copy, not copy2: must be newer than Vtb.mk
+        if cfg.pch and kit.pch_header is not None:
+            make_args["OPT_FAST"] = f"{make_args['OPT_FAST']} -include {kit.pch_header}"
+    remaining = max(1.0, cfg.build_timeout_s - v.seconds)
+    cmd = ["make", "-s", "-C", str(obj), "-f", f"{PREFIX}.mk", f"-j{max(1, cfg.jobs)}",
+           *(f"{k}={val}" for k, val in make_args.items())]
+    log_m = workdir / "out" / "make.log"
+    m = run_limited(cmd, cwd=obj, env=env, timeout_s=remaining, log_path=log_m, mem_mb=mem, file_mb=fsz)
+    seconds = v.seconds + m.seconds
+    if m.timed_out:
+        return BuildOutcome("timeout", f"C++ compile did not finish in {cfg.build_timeout_s:.0f} s",
+                            v.log + m.log, seconds)
+    binary = obj / BINARY
+    if m.returncode != 0 or not binary.exists():
+        first = next((ln for ln in m.log.splitlines() if "error" in ln.lower()), m.log.strip()[-200:])
+        return BuildOutcome("harness_error", f"C++ compile of the Verilated model failed: {first[:300]}",
+                            v.log + m.log, seconds)
+    return BuildOutcome("ok", "", v.log + m.log, seconds, binary)

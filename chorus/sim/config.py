@@ -1,0 +1,45 @@
+"""Simulator settings: one frozen dataclass, mirrored by conf/simulator/verilator.yaml."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    max_sim_time_ns: float = 2_000_000.0  # testbenches that never $finish stop here, with coverage
+    build_timeout_s: float = 180.0
+    run_timeout_s: float = 30.0  # wall clock, whole process group killed
+    mem_limit_mb: int = 4096  # address-space limit for compiler and simulation
+    output_limit_mb: int = 64  # any one file the simulation writes, stdout included
+    error_limit: int = 1000  # +verilator+error+limit: $error must not end the run
+    strict_instance: bool = False  # CVDP rule: pass only if the required instance name exists
+    opt: str = "-O0"
+    jobs: int = 2  # make -j for one build
+    prebuilt_runtime: bool = True
+    pch: bool = True
+    ccache: bool = True
+    cache: bool = True
+    cache_dir: str | None = None  # default: $CHORUS_CACHE_DIR or ~/.cache/chorus
+    keep_workdir: bool = False
+    extra_verilator_flags: tuple[str, ...] = field(default_factory=tuple)
+
+    def fingerprint(self) -> str:
+        """Settings that can change a result (not speed-only knobs)."""
+        d = asdict(self)
+        for k in ("build_timeout_s", "run_timeout_s", "jobs", "prebuilt_runtime", "pch", "ccache",
+                  "cache", "cache_dir", "keep_workdir"):
+            d.pop(k)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=list).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "SimConfig":
+        d = dict(d or {})
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown simulator option(s) {unknown}; valid: {sorted(known)}")
+        if "extra_verilator_flags" in d:
+            d["extra_verilator_flags"] = tuple(d["extra_verilator_flags"] or ())
+        return cls(**d)

@@ -1,0 +1,141 @@
+"""simulate(): one untrusted testbench against one design, scored like CVDP.
+
+scan -> fresh temp dir -> build -> run (limits, own process group) -> coverage of the DUT
+instance's subtree. Every failure becomes a status with a one-line reason; nothing raises
+for bad testbench input.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path, PurePosixPath
+
+from ..tasks.schema import Task
+from .build import build
+from .cache import ResultCache, default_cache_root, result_key
+from .config import SimConfig
+from .coverage import CoverageFormatError, compute_metrics, parse_coverage_file
+from .design import design_facts, find_dut_instance
+from .result import SimResult
+from .runtime import RuntimeBuildError
+from .sandbox import rewrite_stop_as_finish, run_limited, scan_testbench, top_modules
+from .toolchain import ToolchainError, find_toolchain
+
+
+def _safe_relpath(name: str) -> str | None:
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        return None
+    return str(p)
+
+
+def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) -> SimResult:
+    cfg = cfg or SimConfig()
+    t0 = time.monotonic()
+    testbench = testbench or ""
+    try:
+        tc = find_toolchain()
+    except ToolchainError as exc:
+        return SimResult("harness_error", str(exc))
+    root = default_cache_root(cfg.cache_dir)
+    key = result_key(task.rtl, task.defines, task.top, task.instance, testbench, task.tb_name,
+                     cfg.fingerprint(), tc.version)
+    cache = ResultCache(root) if cfg.cache else None
+    if cache and (hit := cache.get(key)):
+        return hit
+    result = _simulate_uncached(task, testbench, cfg, tc, root)
+    result.seconds["total"] = round(time.monotonic() - t0, 4)
+    if cache and result.status != "harness_error":
+        cache.put(key, result)
+    return result
+
+
+def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Path) -> SimResult:
+    facts = design_facts(tuple(sorted(task.rtl.items())), tuple(sorted(task.defines.items())))
+    reason = scan_testbench(testbench, facts.module_names)
+    if reason:
+        return SimResult("rejected", reason)
+    tops = top_modules(testbench)
+    if not tops:
+        return SimResult("compile_error", "the testbench declares no top-level module")
+    tb_top = tops[-1]
+    tb_name = _safe_relpath(task.tb_name) or "tb.sv"
+    workdir = Path(tempfile.mkdtemp(prefix="chorus-sim-"))
+    try:
+        design, run, out = workdir / "design", workdir / "run", workdir / "out"
+        for d in (design, run, out):
+            d.mkdir()
+        sources = []
+        for name, text in task.rtl.items():
+            rel = _safe_relpath(name)
+            if rel is None:
+                return SimResult("harness_error", f"task {task.id}: RTL file name {name!r} is not a relative path")
+            (design / rel).parent.mkdir(parents=True, exist_ok=True)
+            (design / rel).write_text(text)
+            sources.append(rel)
+        (design / tb_name).parent.mkdir(parents=True, exist_ok=True)
+        (design / tb_name).write_text(rewrite_stop_as_finish(testbench))
+        sources.append(tb_name)
+        try:
+            b = build(tc, cfg, workdir, sources, tb_top, task.defines, root)
+        except RuntimeBuildError as exc:
+            return SimResult("harness_error", str(exc).splitlines()[0])
+        seconds = {"build": round(b.seconds, 4)}
+        if b.status != "ok":
+            return SimResult(b.status, b.reason, build_log=b.log, seconds=seconds)
+        return _run_and_score(task, cfg, b, workdir, facts, seconds)
+    finally:
+        if not cfg.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_and_score(task: Task, cfg: SimConfig, b, workdir: Path, facts, seconds) -> SimResult:
+    run, out = workdir / "run", workdir / "out"
+    cov_path, status_path = out / "coverage.dat", out / "status.json"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C",
+           "CHORUS_COV_OUT": str(cov_path), "CHORUS_STATUS_OUT": str(status_path),
+           "CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns))}
+    cmd = [str(b.binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1"]
+    r = run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
+                    mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=cfg.run_timeout_s + 5)
+    seconds["run"] = round(r.seconds, 4)
+    if r.timed_out:
+        return SimResult("timeout", f"simulation did not end within {cfg.run_timeout_s:.0f} s wall clock "
+                         "(a zero-delay loop?)", build_log=b.log, run_log=r.log, seconds=seconds)
+    try:
+        end = json.loads(status_path.read_text()).get("end")
+    except (OSError, json.JSONDecodeError):
+        end = None
+    if end is None or not cov_path.exists():
+        how = f"signal {-r.returncode}" if (r.returncode or 0) < 0 else f"exit code {r.returncode}"
+        hint = " (output or memory limit?)" if (r.returncode or 0) < 0 else ""
+        return SimResult("runtime_error", f"simulation crashed with {how}{hint}; no coverage written",
+                         build_log=b.log, run_log=r.log, seconds=seconds)
+    t = time.monotonic()
+    try:
+        points = parse_coverage_file(cov_path)
+    except CoverageFormatError as exc:
+        return SimResult("harness_error", str(exc), build_log=b.log, run_log=r.log, seconds=seconds)
+    locs: dict[str, set] = defaultdict(set)
+    for p in points:
+        locs[p.hier].add((p.file, p.line))
+    path, instance_ok = find_dut_instance(locs, facts, task.top, task.instance)
+    if path is None:
+        report = None
+        status, reason = "ok", f"no instance of module {task.top} found in the coverage data"
+    else:
+        report = compute_metrics(points, path, instance_ok, facts.unpacked, task.rtl)
+        status, reason = "ok", ""
+        if not instance_ok:
+            reason = f"DUT not instantiated as '{task.instance}'; scored {path} instead"
+    if end == "output_limit":
+        status, reason = "runtime_error", (f"output limit of {cfg.output_limit_mb} MB exceeded; "
+                                           "simulation stopped early (coverage kept)")
+    elif end == "fatal":
+        status, reason = "runtime_error", "simulation aborted on a fatal error (coverage kept)"
+    seconds["coverage"] = round(time.monotonic() - t, 4)
+    return SimResult(status, reason, report, end, b.log, r.log, seconds)

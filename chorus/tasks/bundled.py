@@ -1,0 +1,75 @@
+"""The bundled open suite: designs written for chorus, one directory each.
+
+Layout: bundled/<family>/<name>/{task.yaml, spec.md, rtl/*.sv, ref_tb.sv}
+task.yaml keys: id, top, instance, target, difficulty, split (train|test),
+optional defines (mapping) and tb_name.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from .schema import Task, TaskFormatError
+
+BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
+SPLITS = ("train", "test", "all")
+
+
+def _load_dir(d: Path) -> Task:
+    meta_path = d / "task.yaml"
+    try:
+        meta = yaml.safe_load(meta_path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise TaskFormatError(f"{meta_path}: cannot read task metadata ({exc})") from None
+    rtl = {f"rtl/{p.name}": p.read_text() for p in sorted((d / "rtl").glob("*.*v"))}
+    if not rtl:
+        raise TaskFormatError(f"{d}: no RTL files under rtl/")
+    ref = d / "ref_tb.sv"
+    row = {
+        "id": meta.get("id", d.name), "spec": (d / "spec.md").read_text() if (d / "spec.md").exists() else "",
+        "rtl": rtl, "top": meta.get("top"), "instance": meta.get("instance", "uut"),
+        "targets": {"overall": float(meta.get("target", 100))}, "difficulty": meta.get("difficulty", "medium"),
+        "source": "bundled", "family": d.parent.name, "split": meta.get("split", "train"),
+        "defines": {str(k): str(v) for k, v in (meta.get("defines") or {}).items()},
+        "reference_tb": ref.read_text() if ref.exists() else None, "tb_name": meta.get("tb_name", "tb.sv"),
+    }
+    return Task.from_dict(row, where=str(meta_path))
+
+
+def load_bundled(split: str = "all", root: Path = BUNDLED_DIR) -> list[Task]:
+    if split not in SPLITS:
+        raise TaskFormatError(f"unknown split {split!r}; use one of {list(SPLITS)}")
+    tasks = [_load_dir(d) for d in sorted(root.glob("*/*")) if (d / "task.yaml").exists()]
+    return [t for t in tasks if split == "all" or t.split == split]
+
+
+def _check(argv: list[str] | None = None) -> int:
+    """Score reference testbenches: python -m chorus.tasks.bundled [ids...]"""
+    from ..sim import SimConfig, simulate
+
+    ap = argparse.ArgumentParser(description=_check.__doc__)
+    ap.add_argument("ids", nargs="*")
+    ap.add_argument("--uncovered", type=int, default=8)
+    args = ap.parse_args(argv)
+    tasks = [t for t in load_bundled() if not args.ids or t.id in args.ids or t.family in args.ids]
+    bad = 0
+    for t in tasks:
+        r = simulate(t, t.reference_tb, SimConfig())
+        ok = r.passed(t.target, strict_instance=True)
+        bad += not ok
+        ov = f"{r.overall:.2f}" if r.overall is not None else "-"
+        print(f"{'PASS' if ok else 'FAIL'} {t.family}/{t.id} status={r.status} overall={ov} target={t.target} "
+              f"metrics={ {k: round(v, 1) for k, v in (r.report.metrics if r.report else {}).items()} } {r.reason}")
+        if not ok and r.status != "ok":
+            print("   ", (r.build_log or r.run_log)[-1500:])
+        for u in (r.report.uncovered if r.report else [])[: args.uncovered]:
+            print(f"    uncovered {u.metric} {u.file}:{u.line} {u.what} | {u.source}")
+    print(f"{len(tasks) - bad}/{len(tasks)} reference testbenches reach their target")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_check())

@@ -1,0 +1,84 @@
+"""The Task: one design to write stimulus for, and the coverage it must reach."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+
+class TaskFormatError(ValueError):
+    """A task file or row is missing, malformed or incomplete; the message names the fix."""
+
+
+@dataclass
+class Task:
+    id: str
+    spec: str  # natural-language specification shown to the model
+    rtl: dict[str, str]  # relative file name -> SystemVerilog source
+    top: str  # DUT top module
+    instance: str  # instance name the testbench must use (CVDP checks it)
+    targets: dict[str, float] = field(default_factory=lambda: {"overall": 100.0})  # metric -> percent
+    difficulty: str = "medium"
+    source: str = "jsonl"
+    family: str = ""
+    split: str = ""
+    defines: dict[str, str] = field(default_factory=dict)
+    spec_files: dict[str, str] = field(default_factory=dict)  # extra docs (e.g. docs/spec.md)
+    reference_tb: str | None = None
+    tb_name: str = "tb.sv"
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def target(self) -> float:
+        return float(self.targets.get("overall", max(self.targets.values(), default=100.0)))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "task") -> "Task":
+        if not isinstance(d, dict):
+            raise TaskFormatError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        missing = [k for k in ("id", "spec", "rtl", "top", "instance") if not d.get(k)]
+        if missing:
+            raise TaskFormatError(f"{where}: missing required field(s) {missing}")
+        if not isinstance(d["rtl"], dict) or not all(isinstance(v, str) for v in d["rtl"].values()):
+            raise TaskFormatError(f"{where}: 'rtl' must map file names to source text")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise TaskFormatError(f"{where}: unknown field(s) {unknown}")
+        t = cls(**d)
+        try:
+            t.targets = {str(k): float(v) for k, v in t.targets.items()}
+        except (TypeError, ValueError, AttributeError):
+            raise TaskFormatError(f"{where}: 'targets' must map metric names to percentages") from None
+        return t
+
+
+def write_jsonl(tasks: Iterable[Task], path: Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for t in tasks:
+            f.write(json.dumps(t.to_dict()) + "\n")
+
+
+def read_jsonl(path: Path) -> list[Task]:
+    path = Path(path)
+    if not path.is_file():
+        raise TaskFormatError(f"task file {path} does not exist; pass tasks.path=<file.jsonl>")
+    tasks = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TaskFormatError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+            tasks.append(Task.from_dict(row, where=f"{path}:{n}"))
+    if not tasks:
+        raise TaskFormatError(f"{path} holds no tasks")
+    return tasks
