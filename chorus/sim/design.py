@@ -102,3 +102,56 @@ def find_dut_instance(point_locs: dict[str, set[tuple[str, int]]], facts: Design
     if duts:
         return duts[0], False
     return None, False
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    direction: str  # input | output | inout | interface
+    width: int
+    type: str  # pyslang's rendering, e.g. logic[3:0]
+    unpacked: bool = False
+
+
+_DIRS = {"In": "input", "Out": "output", "InOut": "inout", "Ref": "inout"}
+
+
+class PortError(ValueError):
+    pass
+
+
+def _find_instance(instances: list, module: str, depth: int = 0):
+    """Breadth-first search for an instance of `module` (the DUT may sit under a wrapper)."""
+    for inst in instances:
+        if inst.definition.name == module:
+            return inst
+    if depth > 32:
+        return None
+    children = []
+    for inst in instances:
+        inst.body.visit(lambda n: children.append(n) if type(n).__name__ == "InstanceSymbol" and n is not inst else None)
+    return _find_instance(children, module, depth + 1) if children else None
+
+
+def dut_ports(files: tuple[tuple[str, str], ...], top: str,
+              defines: tuple[tuple[str, str], ...] = ()) -> list[Port]:
+    """Elaborate the RTL with pyslang and return `top`'s ports with resolved widths."""
+    from pyslang import ast as slang_ast
+
+    comp = slang_ast.Compilation()
+    prelude = "".join(f"`define {k} {v}\n" for k, v in defines)
+    for name, text in files:
+        comp.addSyntaxTree(syntax.SyntaxTree.fromText(prelude + text, name))
+    root = comp.getRoot()
+    inst = _find_instance(list(root.topInstances), top)
+    if inst is None:
+        raise PortError(f"module {top} is not a top-level module of the RTL")
+    ports = []
+    for p in inst.body.portList:
+        if not hasattr(p, "direction"):
+            ports.append(Port(p.name, "interface", 0, str(getattr(p, "interfaceDef", "interface"))))
+            continue
+        t = p.type
+        ports.append(Port(p.name, _DIRS.get(p.direction.name, "inout"), int(t.bitWidth or 1), str(t),
+                          bool(t.isUnpackedArray)))
+    return ports

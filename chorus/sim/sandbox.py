@@ -43,12 +43,14 @@ class Token:
 
 
 def tokenize(source: str) -> list[Token]:
-    tokens, line = [], 1
+    tokens, line, pos = [], 1, 0
     for m in _TOKEN.finditer(source):
+        line += source.count("\n", pos, m.start())
         kind, text = m.lastgroup, m.group()
         if kind != "comment":
             tokens.append(Token(kind, text, line))
         line += text.count("\n")
+        pos = m.end()
     return tokens
 
 
@@ -121,17 +123,21 @@ def rewrite_stop_as_finish(source: str) -> str:
 def top_modules(source: str) -> list[str]:
     """Modules declared in `source` that no other module in it instantiates."""
     tokens = tokenize(source)
-    declared, used = [], set()
+    declared, used, name_at = [], set(), set()
     for i, tok in enumerate(tokens):
-        if tok.kind == "ident" and tok.text in ("module", "program"):
+        if tok.kind == "ident" and tok.text in ("module", "macromodule", "program"):
             j = i + 1
             while j < len(tokens) and tokens[j].text in ("automatic", "static"):
                 j += 1
             if j < len(tokens) and tokens[j].kind == "ident":
                 declared.append(tokens[j].text)
-        elif tok.kind == "ident" and i + 1 < len(tokens):
-            nxt = tokens[i + 1]
-            if nxt.kind == "ident" or nxt.text == "#":
+                name_at.add(j)
+        elif tok.kind == "ident" and i not in name_at and i + 2 < len(tokens):
+            # `Mod #(...) inst (` or `Mod inst (` / `Mod inst [N] (`, not an end label `: Mod`
+            if i > 0 and tokens[i - 1].text in (":", "."):
+                continue
+            nxt, nxt2 = tokens[i + 1], tokens[i + 2]
+            if nxt.text == "#" or (nxt.kind == "ident" and nxt2.text in ("(", "[")):
                 used.add(tok.text)
     return [m for m in declared if m not in used]
 

@@ -1,0 +1,53 @@
+"""Tasks and where they come from: a registry of suite loaders."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .bundled import load_bundled
+from .cvdp import load_cvdp
+from .schema import Task, TaskFormatError, read_jsonl, write_jsonl
+
+
+def _jsonl(path: str | None = None, **_) -> list[Task]:
+    if not path:
+        raise TaskFormatError("tasks=jsonl needs tasks.path=<file.jsonl>")
+    return read_jsonl(Path(path))
+
+
+def _cvdp(path: str | None = None, reference_dir: str | None = None, **_) -> list[Task]:
+    if not path:
+        raise TaskFormatError("tasks=cvdp needs tasks.path=<cvdp_v1.0.2_cid012.jsonl>")
+    return load_cvdp(path, reference_dir)
+
+
+def _bundled(split: str = "all", **_) -> list[Task]:
+    return load_bundled("all")
+
+
+SUITES = {"bundled": _bundled, "cvdp": _cvdp, "jsonl": _jsonl}
+
+
+def load_tasks(name: str, path: str | None = None, split: str = "all", limit: int | None = None,
+               ids: list[str] | None = None, reference_dir: str | None = None) -> list[Task]:
+    """Load a suite, then filter by split, ids and limit (in that order)."""
+    if name not in SUITES:
+        raise TaskFormatError(f"unknown task suite {name!r}; choose one of {sorted(SUITES)}")
+    if split not in ("train", "test", "all"):
+        raise TaskFormatError(f"unknown split {split!r}; use train, test or all")
+    tasks = SUITES[name](path=path, split=split, reference_dir=reference_dir)
+    if split != "all" and name != "cvdp":
+        tasks = [t for t in tasks if t.split == split]
+    if ids:
+        wanted = set(ids)
+        missing = sorted(wanted - {t.id for t in tasks})
+        if missing:
+            raise TaskFormatError(f"task id(s) not in the suite: {missing}")
+        tasks = [t for t in tasks if t.id in wanted]
+    if limit is not None:
+        if limit < 0:
+            raise TaskFormatError(f"tasks.limit must be >= 0, got {limit}")
+        tasks = tasks[:limit]
+    return tasks
+
+
+__all__ = ["Task", "TaskFormatError", "SUITES", "load_tasks", "read_jsonl", "write_jsonl", "load_bundled", "load_cvdp"]

@@ -1,0 +1,63 @@
+"""python -m chorus.evaluate tasks=<bundled|cvdp|jsonl> policy=<reference|file> [hydra.run.dir=OUT]
+
+Scores each task's testbench(es) in the simulator and writes OUT/per_task.jsonl,
+OUT/per_task.parquet and OUT/summary.json.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from .config_schema import CONF_DIR, register_configs
+from .policy.static import STATIC_POLICIES
+from .scoring import score_testbenches
+from .sim import SimConfig
+from .tasks import TaskFormatError, load_tasks
+from .tracking.run_dir import write_run
+from .tracking.summary import summarize
+
+register_configs()
+
+
+def sim_config(sim: dict) -> tuple[SimConfig, int | None]:
+    sim = dict(sim)
+    workers = sim.pop("workers", None)
+    return SimConfig.from_dict(sim), workers
+
+
+def run(cfg: dict, out_dir: Path) -> dict:
+    tasks = load_tasks(**cfg["tasks"])
+    if not tasks:
+        raise TaskFormatError("no tasks selected; check tasks.split / tasks.ids / tasks.limit")
+    policy = dict(cfg["policy"])
+    name = policy.pop("name")
+    if name not in STATIC_POLICIES:
+        raise ValueError(f"unknown policy {name!r}; choose one of {sorted(STATIC_POLICIES)}")
+    if cfg["samples"] < 1:
+        raise ValueError(f"samples must be >= 1, got {cfg['samples']}")
+    testbenches = [STATIC_POLICIES[name](t, samples=cfg["samples"], **policy) for t in tasks]
+    sim, workers = sim_config(cfg["simulator"])
+    rows = score_testbenches(tasks, testbenches, sim, workers, progress=cfg["progress"])
+    summary = summarize(rows)
+    write_run(out_dir, rows, summary)
+    return summary
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="evaluate", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        summary = run(OmegaConf.to_container(cfg, resolve=True), out_dir)
+    except (TaskFormatError, ValueError, OSError) as exc:
+        print(f"chorus.evaluate: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print(f"{summary['n_tasks']} tasks, pass rate {summary['pass_rate']:.3f}, "
+          f"mean overall {summary['mean_overall']:.2f}%, statuses {summary['status_counts']} -> {out_dir}")
+
+
+if __name__ == "__main__":
+    main()

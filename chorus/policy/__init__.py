@@ -1,0 +1,1 @@
+"""Policies: where testbenches come from."""

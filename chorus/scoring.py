@@ -1,0 +1,42 @@
+"""Score testbenches for tasks: one row per task x sample, the project's per-task table."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from tqdm import tqdm
+
+from .sim import SimConfig, SimResult
+from .sim.pool import evaluate_many
+from .tasks.schema import Task
+
+
+def result_row(task: Task, sample: int, result: SimResult | None, strict_instance: bool) -> dict:
+    base = {"task_id": task.id, "sample": sample, "family": task.family, "difficulty": task.difficulty,
+            "split": task.split, "target": task.target}
+    if result is None:
+        return {**base, "status": "missing", "overall": None, "metrics": {}, "passed": False,
+                "instance_ok": False, "seconds": 0.0, "reason": "no testbench for this task", "end": None,
+                "cached": False}
+    return {**base, "status": result.status,
+            "overall": None if result.overall is None else round(result.overall, 4),
+            "metrics": {k: round(v, 4) for k, v in (result.report.metrics if result.report else {}).items()},
+            "passed": result.passed(task.target, strict_instance), "instance_ok": result.instance_ok,
+            "seconds": round(result.seconds.get("total", 0.0), 4), "reason": result.reason, "end": result.end,
+            "cached": result.cached}
+
+
+def score_testbenches(tasks: Sequence[Task], testbenches: Sequence[Sequence[str | None]], cfg: SimConfig,
+                      workers: int | None = None, progress: bool = True) -> list[dict]:
+    """`testbenches[i]` holds the samples for `tasks[i]`; None samples are reported as missing."""
+    jobs, where = [], []
+    for ti, samples in enumerate(testbenches):
+        for si, tb in enumerate(samples):
+            if tb is not None:
+                jobs.append((tasks[ti], tb))
+                where.append((ti, si))
+    bar = tqdm(total=len(jobs), desc="simulate", unit="tb", disable=not progress, leave=False)
+    results = evaluate_many(jobs, cfg, workers, on_result=lambda i, r: bar.update(1))
+    bar.close()
+    by_pos = dict(zip(where, results))
+    return [result_row(tasks[ti], si, by_pos.get((ti, si)), cfg.strict_instance)
+            for ti, samples in enumerate(testbenches) for si in range(len(samples))]

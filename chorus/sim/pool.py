@@ -1,0 +1,52 @@
+"""Evaluate many (task, testbench) pairs in parallel worker processes."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import Callable, Sequence
+
+from ..tasks.schema import Task
+from .config import SimConfig
+from .result import SimResult
+from .simulate import simulate
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def evaluate_many(jobs: Sequence[tuple[Task, str | None]], cfg: SimConfig | None = None,
+                  workers: int | None = None,
+                  on_result: Callable[[int, SimResult], None] | None = None) -> list[SimResult]:
+    """Results in job order. `on_result(index, result)` fires as each one finishes."""
+    cfg = cfg or SimConfig()
+    workers = workers or default_workers()
+    results: list[SimResult | None] = [None] * len(jobs)
+    if workers == 1 or len(jobs) <= 1:
+        for i, (task, tb) in enumerate(jobs):
+            results[i] = simulate(task, tb, cfg)
+            if on_result:
+                on_result(i, results[i])
+        return results  # type: ignore[return-value]
+    # forkserver: workers must not inherit a parent's torch threads or open model files.
+    ctx = mp.get_context("forkserver")
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = {pool.submit(simulate, task, tb, cfg): i for i, (task, tb) in enumerate(jobs)}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    results[i] = fut.result()
+                except BrokenProcessPool as exc:
+                    results[i] = SimResult("harness_error", f"worker process died: {exc}")
+                except Exception as exc:  # a bug in chorus, not in the testbench
+                    results[i] = SimResult("harness_error", f"{type(exc).__name__}: {exc}")
+                if on_result:
+                    on_result(i, results[i])
+    except BrokenProcessPool as exc:
+        for i, r in enumerate(results):
+            if r is None:
+                results[i] = SimResult("harness_error", f"worker pool broke: {exc}")
+    return results  # type: ignore[return-value]

@@ -1,0 +1,1 @@
+"""Per-task results in run directories: the source of truth for analysis."""

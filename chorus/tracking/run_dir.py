@@ -1,0 +1,36 @@
+"""Write and read a run directory's per-task table (jsonl + parquet) and summary.json."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+TABLE = "per_task.jsonl"
+PARQUET = "per_task.parquet"
+SUMMARY = "summary.json"
+
+
+def write_run(out_dir: Path, rows: list[dict], summary: dict) -> None:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / TABLE, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    df = pd.DataFrame(rows)
+    if "metrics" in df:  # parquet needs one struct type: fill absent metrics with nulls
+        keys = sorted({k for m in df["metrics"] for k in (m or {})})
+        df["metrics"] = [{k: (m or {}).get(k) for k in keys} if keys else None for m in df["metrics"]]
+    df.to_parquet(out_dir / PARQUET, index=False)
+    (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def read_table(run_dir: Path) -> pd.DataFrame:
+    run_dir = Path(run_dir)
+    if (run_dir / PARQUET).exists():
+        return pd.read_parquet(run_dir / PARQUET)
+    return pd.read_json(run_dir / TABLE, lines=True)
+
+
+def read_summary(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / SUMMARY).read_text())
