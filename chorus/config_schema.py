@@ -43,6 +43,7 @@ class SimulatorConf:
     cache: bool = True
     cache_dir: Optional[str] = None
     keep_workdir: bool = False
+    naive_build: bool = False
     extra_verilator_flags: List[str] = field(default_factory=list)
     workers: Optional[int] = None  # parallel simulations; default: one per core
 

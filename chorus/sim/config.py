@@ -23,6 +23,7 @@ class SimConfig:
     cache: bool = True
     cache_dir: str | None = None  # default: $CHORUS_CACHE_DIR or ~/.cache/chorus
     keep_workdir: bool = False
+    naive_build: bool = False  # plain --coverage at Verilator's default -Os, nothing reused (benchmark baseline)
     extra_verilator_flags: tuple[str, ...] = field(default_factory=tuple)
 
     def fingerprint(self) -> str:

@@ -63,7 +63,8 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
     if not tops:
         return SimResult("compile_error", "the testbench declares no top-level module")
     tb_top = tops[-1]
-    tb_name = _safe_relpath(task.tb_name) or "tb.sv"
+    # The testbench lives in verif/ as in CVDP's layout, so it never shadows an RTL file.
+    tb_name = "verif/" + PurePosixPath(_safe_relpath(task.tb_name) or "tb.sv").name
     workdir = Path(tempfile.mkdtemp(prefix="chorus-sim-"))
     try:
         design, run, out = workdir / "design", workdir / "run", workdir / "out"
@@ -81,7 +82,7 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         (design / tb_name).write_text(rewrite_stop_as_finish(testbench))
         sources.append(tb_name)
         try:
-            b = build(tc, cfg, workdir, sources, tb_top, task.defines, root)
+            b = build(tc, cfg, workdir, sources, tb_top, task.defines, root, naive=cfg.naive_build)
         except RuntimeBuildError as exc:
             return SimResult("harness_error", str(exc).splitlines()[0])
         seconds = {"build": round(b.seconds, 4)}

@@ -1,0 +1,92 @@
+"""Simulator throughput on the bundled reference testbenches, fast path vs naive Verilator.
+
+    python bench/sim_throughput.py [--tasks N] [--naive-tasks K] [--workers W]
+
+Measured side by side in one run on the same machine:
+  - new-testbench latency (no result cache) per evaluation, fast path: median and p90;
+  - the same for a naive build (`--coverage`, default optimisation, no ccache, no prebuilt
+    runtime objects, no precompiled header) on the first K tasks;
+  - evaluations per second with a worker pool: cold (new testbenches) and warm (cache hits).
+Each run gets a unique comment appended to its testbench so no cache can answer it.
+The last line is `speedup_vs_naive=<x>` (median naive / median fast on the same tasks).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chorus.sim import SimConfig, simulate  # noqa: E402
+from chorus.sim.build import make_vars, verilator_flags  # noqa: E402
+from chorus.sim.pool import evaluate_many  # noqa: E402
+from chorus.sim.runtime import ensure_runtime  # noqa: E402
+from chorus.sim.toolchain import find_toolchain  # noqa: E402
+from chorus.tasks import load_bundled  # noqa: E402
+
+
+def fresh(tb: str) -> str:
+    return tb + f"\n// bench {uuid.uuid4().hex}\n"
+
+
+def timed_sequential(tasks, cfg) -> list[float]:
+    out = []
+    for t in tasks:
+        t0 = time.monotonic()
+        r = simulate(t, fresh(t.reference_tb), cfg)
+        out.append(time.monotonic() - t0)
+        if r.status != "ok":
+            print(f"  warning: {t.id}: {r.status} {r.reason}", file=sys.stderr)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, default=0, help="bundled tasks to use (0 = all)")
+    ap.add_argument("--naive-tasks", type=int, default=4, help="tasks built the naive way (slow)")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    tasks = [t for t in load_bundled() if t.reference_tb]
+    tasks = tasks[: args.tasks] if args.tasks else tasks
+    cache_dir = tempfile.mkdtemp(prefix="chorus-bench-")
+    fast = SimConfig(cache=False, cache_dir=cache_dir)
+    tc = find_toolchain()
+    print(f"verilator: {tc.version}; ccache: {tc.ccache or 'absent'}; tasks: {len(tasks)}")
+
+    t0 = time.monotonic()
+    ensure_runtime(tc, verilator_flags(fast), make_vars(fast, tc), Path(cache_dir))
+    print(f"one-time runtime objects + precompiled header: {time.monotonic() - t0:.1f} s")
+
+    fast_times = timed_sequential(tasks, fast)
+    k = min(args.naive_tasks, len(tasks))
+    naive = dataclasses.replace(fast, naive_build=True, prebuilt_runtime=False, pch=False, ccache=False)
+    naive_times = timed_sequential(tasks[:k], naive)
+    med_fast = statistics.median(fast_times)
+    p90_fast = sorted(fast_times)[int(0.9 * (len(fast_times) - 1))]
+    med_fast_k = statistics.median(fast_times[:k])
+    med_naive = statistics.median(naive_times)
+    print(f"new testbench, fast path:  median {med_fast:.2f} s, p90 {p90_fast:.2f} s over {len(tasks)} tasks")
+    print(f"new testbench, naive:      median {med_naive:.2f} s over {k} tasks "
+          f"(fast path on the same {k}: {med_fast_k:.2f} s)")
+
+    cold_jobs = [(t, fresh(t.reference_tb)) for t in tasks]
+    cached = dataclasses.replace(fast, cache=True)
+    t0 = time.monotonic()
+    evaluate_many(cold_jobs, cached, workers=args.workers)
+    cold = len(cold_jobs) / (time.monotonic() - t0)
+    t0 = time.monotonic()
+    results = evaluate_many(cold_jobs, cached, workers=args.workers)
+    warm = len(cold_jobs) / (time.monotonic() - t0)
+    assert all(r.cached for r in results), "warm pass missed the cache"
+    print(f"pool of {args.workers}: cold {cold:.2f} evals/s, warm (cache hits) {warm:.1f} evals/s")
+    print(f"speedup_vs_naive={med_naive / med_fast_k:.2f}")
+
+
+if __name__ == "__main__":
+    main()
