@@ -6,6 +6,7 @@ import pytest
 
 from chorus.sim import simulate
 from chorus.sim.pool import evaluate_many
+from chorus.tasks.schema import Task
 from helpers import counter_tb
 
 AND2_TB = """`timescale 1ns/1ps
@@ -144,3 +145,43 @@ def test_pool_returns_results_in_job_order(counter_task, and2_task, sim_cfg):
     results = evaluate_many(jobs, sim_cfg, workers=2, on_result=lambda i, r: seen.append(i))
     assert [r.status for r in results] == ["ok", "ok", "rejected"]
     assert results[1].report.counts["toggle"] == [0, 3] and sorted(seen) == [0, 1, 2]
+
+
+def test_dut_with_every_input_tied_to_a_literal_reports_why_it_has_no_coverage(counter_task, sim_cfg):
+    tb = "module tb;\n  cnt uut(.clk(1'b0), .rst_n(1'b1), .en(1'b0), .q(), .top());\n  initial #10 $finish;\nendmodule\n"
+    r = simulate(counter_task, tb, sim_cfg)
+    assert r.status == "ok" and r.report is None and r.overall is None and not r.passed(0.0)
+    assert "tied to constants" in r.reason
+
+
+BIG = "module big(input logic clk, input logic [7:0] a, output logic [7:0] y);\n{decl}\n{body}\n  assign y = {xor};\nendmodule\n"
+
+
+def test_second_instance_of_a_large_module_does_not_hide_the_first(sim_cfg):
+    # Verilator does not inline a module this size by default and then reports one shared set
+    # of counters under a single instance; chorus inlines everything so each instance counts.
+    n = 60
+    rtl = BIG.format(decl="\n".join(f"  logic [7:0] r{i};" for i in range(n)),
+                     body="\n".join(f"  always_ff @(posedge clk) if (a[{i % 8}]) r{i} <= r{i} + a; else r{i} <= a;"
+                                     for i in range(n)),
+                     xor=" ^ ".join(f"r{i}" for i in range(n)))
+    task = Task(id="big", spec="", rtl={"big.sv": rtl}, top="big", instance="uut")
+    tb = """module tb; logic clk = 0; logic [7:0] a = 0;
+  big uut(.clk(clk), .a(a), .y());
+  {twin}
+  always #5 clk = ~clk;
+  initial begin repeat (40) begin @(posedge clk); a = $urandom; end $finish; end
+endmodule
+"""
+    alone = simulate(task, tb.format(twin=""), sim_cfg)
+    twin = simulate(task, tb.format(twin="big u2(.clk(clk), .a(8'h00), .y());"), sim_cfg)
+    assert alone.report.counts["block"] == [3 * n, 3 * n]  # always, if, else per register
+    assert twin.report.counts == alone.report.counts
+
+
+def test_testbench_without_timescale_runs_in_nanoseconds(counter_task, sim_cfg):
+    # Like xrun, a module without `timescale gets 1ns: 300 periods of #5 are 3000 ns < 5000 ns.
+    cfg = dataclasses.replace(sim_cfg, max_sim_time_ns=5000)
+    tb = counter_tb("    repeat (150) @(posedge clk);\n    $finish;").replace("`timescale 1ns/1ps\n", "")
+    r = simulate(counter_task, tb, cfg)
+    assert r.status == "ok" and r.end == "finish"

@@ -41,8 +41,13 @@ def main_source() -> Path:
 
 def verilator_flags(cfg: SimConfig, naive: bool = False) -> tuple[str, ...]:
     cov = ("--coverage",) if naive else COVERAGE_FLAGS
-    return ("--cc", "--exe", "--timing", *cov, "-CFLAGS", "-std=c++20", *WARNING_FLAGS,
-            *cfg.extra_verilator_flags)
+    # --timescale: xrun's default for modules without one, so `#5` means 5 ns as under CVDP.
+    # --inline-mult 0 inlines every module: Verilator keeps one set of coverage counters per
+    # non-inlined module and reports them under a single instance, so a second instance of a
+    # large DUT (or of a big submodule) would otherwise steal or hide the first one's coverage.
+    return ("--cc", "--exe", "--timing", *cov, "--timescale", "1ns/1ps", "--inline-mult", "0",
+            "-CFLAGS", "-std=c++20",
+            *WARNING_FLAGS, *cfg.extra_verilator_flags)
 
 
 def make_vars(cfg: SimConfig, tc: Toolchain, naive: bool = False) -> dict[str, str]:
