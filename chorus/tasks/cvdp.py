@@ -8,14 +8,13 @@ instance name that `src/process.py` checks, and `-define`s from the xrun command
 from __future__ import annotations
 
 import ast
-import json
 import re
 import shlex
 from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 
 from ..sim.sandbox import top_modules
-from .schema import Task, TaskFormatError
+from .schema import Task, TaskFormatError, iter_jsonl
 
 _ENV_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(.*?)\s*$")
 
@@ -131,19 +130,9 @@ def row_to_task(row: dict, where: str = "row") -> Task:
 
 
 def load_cvdp(path: str | Path, reference_dir: str | Path | None = None) -> list[Task]:
-    path = Path(path)
-    if not path.is_file():
-        raise TaskFormatError(f"CVDP file {path} does not exist; pass tasks.path=<cvdp_*.jsonl>")
-    tasks = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TaskFormatError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-            tasks.append(row_to_task(row, where=f"{path}:{n}"))
+    tasks = [row_to_task(row, where) for where, row in iter_jsonl(Path(path), "tasks.path=<cvdp_*.jsonl>")]
+    if not tasks:
+        raise TaskFormatError(f"{path} holds no CVDP rows")
     if reference_dir:
         for t in tasks:
             ref = Path(reference_dir) / f"{t.id}.sv"

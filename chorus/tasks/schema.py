@@ -65,20 +65,23 @@ def write_jsonl(tasks: Iterable[Task], path: Path) -> None:
             f.write(json.dumps(t.to_dict()) + "\n")
 
 
-def read_jsonl(path: Path) -> list[Task]:
+def iter_jsonl(path: Path, hint: str = "tasks.path=<file.jsonl>"):
+    """Yield (where, row) for each non-empty line; a bad line is a one-line TaskFormatError."""
     path = Path(path)
     if not path.is_file():
-        raise TaskFormatError(f"task file {path} does not exist; pass tasks.path=<file.jsonl>")
-    tasks = []
+        raise TaskFormatError(f"task file {path} does not exist; pass {hint}")
     with open(path) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                yield f"{path}:{n}", json.loads(line)
             except json.JSONDecodeError as exc:
                 raise TaskFormatError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-            tasks.append(Task.from_dict(row, where=f"{path}:{n}"))
+
+
+def read_jsonl(path: Path) -> list[Task]:
+    tasks = [Task.from_dict(row, where=where) for where, row in iter_jsonl(path)]
     if not tasks:
         raise TaskFormatError(f"{path} holds no tasks")
     return tasks
