@@ -1,5 +1,4 @@
 """Compatibility with the public CVDP problems in ../shared (skipped when it is absent)."""
-import pytest
 
 from chorus.sim.pool import evaluate_many
 from chorus.tasks import load_tasks

@@ -185,3 +185,12 @@ def test_testbench_without_timescale_runs_in_nanoseconds(counter_task, sim_cfg):
     tb = counter_tb("    repeat (150) @(posedge clk);\n    $finish;").replace("`timescale 1ns/1ps\n", "")
     r = simulate(counter_task, tb, cfg)
     assert r.status == "ok" and r.end == "finish"
+
+
+def test_cache_key_follows_the_verilator_flags(counter_task, sim_cfg):
+    cfg = dataclasses.replace(sim_cfg, cache=True)
+    tb = counter_tb("    repeat (4) @(posedge clk);\n    $finish;  // flags-key")
+    simulate(counter_task, tb, cfg)
+    assert simulate(counter_task, tb, cfg).cached
+    flagged = dataclasses.replace(cfg, extra_verilator_flags=("-Wno-WIDTH",))
+    assert not simulate(counter_task, tb, flagged).cached

@@ -5,7 +5,6 @@ import pytest
 
 from chorus.tasks import TaskFormatError, load_bundled, load_tasks, read_jsonl, write_jsonl
 from chorus.tasks.cvdp import instance_from_process, row_to_task
-from chorus.tasks.schema import Task
 
 
 def test_jsonl_round_trip(tmp_path, counter_task):

@@ -7,7 +7,7 @@ default optimisation with everything compiled from scratch, kept as the benchmar
 """
 from __future__ import annotations
 
-import os
+import hashlib
 import re
 import shutil
 from dataclasses import dataclass
@@ -58,6 +58,15 @@ def make_vars(cfg: SimConfig, tc: Toolchain, naive: bool = False) -> dict[str, s
     if cfg.ccache and tc.ccache:
         v["OBJCACHE"] = tc.ccache
     return v
+
+
+def build_fingerprint(cfg: SimConfig) -> str:
+    """Everything about a build that can change a result: settings, flags and the driver source."""
+    h = hashlib.sha256()
+    for part in (cfg.fingerprint(), *verilator_flags(cfg, cfg.naive_build), main_source().read_bytes()):
+        h.update(part if isinstance(part, bytes) else str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
 
 
 def _parallel_build(obj: Path) -> bool:

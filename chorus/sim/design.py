@@ -125,12 +125,18 @@ def _find_instance(instances: list, module: str, depth: int = 0):
     for inst in instances:
         if inst.definition.name == module:
             return inst
-    if depth > 32:
-        return None
-    children = []
+    children: list = []
+
+    def collect(node) -> None:
+        if type(node).__name__ == "InstanceSymbol":
+            children.append(node)
+
     for inst in instances:
-        inst.body.visit(lambda n: children.append(n) if type(n).__name__ == "InstanceSymbol" and n is not inst else None)
-    return _find_instance(children, module, depth + 1) if children else None
+        for member in inst.body:
+            member.visit(collect)
+    if not children or depth > 32:
+        return None
+    return _find_instance(children, module, depth + 1)
 
 
 def dut_ports(files: tuple[tuple[str, str], ...], top: str,

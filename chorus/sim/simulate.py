@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path, PurePosixPath
 
 from ..tasks.schema import Task
-from .build import build
+from .build import build, build_fingerprint
 from .cache import ResultCache, default_cache_root, result_key
 from .config import SimConfig
 from .coverage import CoverageFormatError, compute_metrics, parse_coverage_file
@@ -43,7 +43,7 @@ def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) ->
         return SimResult("harness_error", str(exc))
     root = default_cache_root(cfg.cache_dir)
     key = result_key(task.rtl, task.defines, task.top, task.instance, testbench, task.tb_name,
-                     cfg.fingerprint(), tc.version)
+                     build_fingerprint(cfg), tc.version)
     cache = ResultCache(root) if cfg.cache else None
     if cache and (hit := cache.get(key)):
         return hit

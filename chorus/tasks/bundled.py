@@ -1,13 +1,12 @@
 """The bundled open suite: designs written for chorus, one directory each.
 
+Check the references with `python -m chorus.tasks.check`.
 Layout: bundled/<family>/<name>/{task.yaml, spec.md, rtl/*.sv, ref_tb.sv}
 task.yaml keys: id, top, instance, target, difficulty, split (train|test),
 optional defines (mapping) and tb_name.
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import yaml
@@ -44,32 +43,3 @@ def load_bundled(split: str = "all", root: Path = BUNDLED_DIR) -> list[Task]:
         raise TaskFormatError(f"unknown split {split!r}; use one of {list(SPLITS)}")
     tasks = [_load_dir(d) for d in sorted(root.glob("*/*")) if (d / "task.yaml").exists()]
     return [t for t in tasks if split == "all" or t.split == split]
-
-
-def _check(argv: list[str] | None = None) -> int:
-    """Score reference testbenches: python -m chorus.tasks.bundled [ids...]"""
-    from ..sim import SimConfig, simulate
-
-    ap = argparse.ArgumentParser(description=_check.__doc__)
-    ap.add_argument("ids", nargs="*")
-    ap.add_argument("--uncovered", type=int, default=8)
-    args = ap.parse_args(argv)
-    tasks = [t for t in load_bundled() if not args.ids or t.id in args.ids or t.family in args.ids]
-    bad = 0
-    for t in tasks:
-        r = simulate(t, t.reference_tb, SimConfig())
-        ok = r.passed(t.target, strict_instance=True)
-        bad += not ok
-        ov = f"{r.overall:.2f}" if r.overall is not None else "-"
-        print(f"{'PASS' if ok else 'FAIL'} {t.family}/{t.id} status={r.status} overall={ov} target={t.target} "
-              f"metrics={ {k: round(v, 1) for k, v in (r.report.metrics if r.report else {}).items()} } {r.reason}")
-        if not ok and r.status != "ok":
-            print("   ", (r.build_log or r.run_log)[-1500:])
-        for u in (r.report.uncovered if r.report else [])[: args.uncovered]:
-            print(f"    uncovered {u.metric} {u.file}:{u.line} {u.what} | {u.source}")
-    print(f"{len(tasks) - bad}/{len(tasks)} reference testbenches reach their target")
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(_check())
