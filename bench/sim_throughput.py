@@ -35,15 +35,20 @@ def fresh(tb: str) -> str:
     return tb + f"\n// bench {uuid.uuid4().hex}\n"
 
 
-def timed_sequential(tasks, cfg) -> list[float]:
-    out = []
+def timed_sequential(tasks, cfg, want: int | None = None) -> tuple[list[float], list]:
+    """Latency per new testbench; stops after `want` successful builds. Failures are skipped."""
+    times, used = [], []
     for t in tasks:
+        if want is not None and len(times) >= want:
+            break
         t0 = time.monotonic()
         r = simulate(t, fresh(t.reference_tb), cfg)
-        out.append(time.monotonic() - t0)
         if r.status != "ok":
-            print(f"  warning: {t.id}: {r.status} {r.reason}", file=sys.stderr)
-    return out
+            print(f"  skipped {t.id}: {r.status}: {r.reason}", file=sys.stderr)
+            continue
+        times.append(time.monotonic() - t0)
+        used.append(t)
+    return times, used
 
 
 def main() -> None:
@@ -63,15 +68,18 @@ def main() -> None:
     ensure_runtime(tc, verilator_flags(fast), make_vars(fast, tc), Path(cache_dir))
     print(f"one-time runtime objects + precompiled header: {time.monotonic() - t0:.1f} s")
 
-    fast_times = timed_sequential(tasks, fast)
-    k = min(args.naive_tasks, len(tasks))
+    fast_times, _ = timed_sequential(tasks, fast)
     naive = dataclasses.replace(fast, naive_build=True, prebuilt_runtime=False, pch=False, ccache=False)
-    naive_times = timed_sequential(tasks[:k], naive)
+    # Plain --coverage includes FSM coverage, which crashes Verilator on some designs: those
+    # are skipped (and named) so the baseline is never a fast failure.
+    naive_times, naive_tasks = timed_sequential(tasks, naive, want=args.naive_tasks)
+    k = len(naive_tasks)
+    fast_same, _ = timed_sequential(naive_tasks, fast)
     med_fast = statistics.median(fast_times)
     p90_fast = sorted(fast_times)[int(0.9 * (len(fast_times) - 1))]
-    med_fast_k = statistics.median(fast_times[:k])
+    med_fast_k = statistics.median(fast_same)
     med_naive = statistics.median(naive_times)
-    print(f"new testbench, fast path:  median {med_fast:.2f} s, p90 {p90_fast:.2f} s over {len(tasks)} tasks")
+    print(f"new testbench, fast path:  median {med_fast:.2f} s, p90 {p90_fast:.2f} s over {len(fast_times)} tasks")
     print(f"new testbench, naive:      median {med_naive:.2f} s over {k} tasks "
           f"(fast path on the same {k}: {med_fast_k:.2f} s)")
 
