@@ -12,10 +12,8 @@ SHARED_CVDP = REPO.parent / "shared" / "cvdp"
 
 @pytest.fixture(scope="session")
 def cache_root(tmp_path_factory) -> Path:
-    # One runtime kit per test session; per-test result caching stays off unless asked.
-    root = tmp_path_factory.getbasetemp().parent / "chorus-test-cache"
-    root.mkdir(exist_ok=True)
-    return root
+    # Fresh per test session: the runtime kit is built once, and no result leaks between runs.
+    return tmp_path_factory.mktemp("chorus-cache")
 
 
 @pytest.fixture
