@@ -13,6 +13,10 @@ from .result import SimResult
 from .simulate import simulate
 
 
+# Workers start through forkserver, which re-imports a calling script's top level.
+_HINT = " (a script that evaluates in parallel must guard its top level with `if __name__ == '__main__':`)"
+
+
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
@@ -40,7 +44,7 @@ def evaluate_many(jobs: Sequence[tuple[Task, str | None]], cfg: SimConfig | None
                 try:
                     results[i] = fut.result()
                 except BrokenProcessPool as exc:
-                    results[i] = SimResult("harness_error", f"worker process died: {exc}")
+                    results[i] = SimResult("harness_error", f"worker process died: {exc}{_HINT}")
                 except Exception as exc:  # a bug in chorus, not in the testbench
                     results[i] = SimResult("harness_error", f"{type(exc).__name__}: {exc}")
                 if on_result:
@@ -48,5 +52,5 @@ def evaluate_many(jobs: Sequence[tuple[Task, str | None]], cfg: SimConfig | None
     except BrokenProcessPool as exc:
         for i, r in enumerate(results):
             if r is None:
-                results[i] = SimResult("harness_error", f"worker pool broke: {exc}")
+                results[i] = SimResult("harness_error", f"worker pool broke: {exc}{_HINT}")
     return results  # type: ignore[return-value]

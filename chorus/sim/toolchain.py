@@ -63,6 +63,7 @@ def find_toolchain() -> Toolchain:
     return Toolchain(root=root, verilator=binary, version=version, cxx=cxx, ccache=ccache)
 
 
+@functools.lru_cache(maxsize=4)
 def compiler_id(tc: Toolchain) -> str:
     out = subprocess.run([tc.cxx, "--version"], capture_output=True, text=True, timeout=60)
     return out.stdout.splitlines()[0] if out.stdout else tc.cxx
