@@ -1,11 +1,15 @@
 """Hydra structured configs: the schema every YAML under conf/ is validated against."""
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
+
+from .sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -26,26 +30,23 @@ class PolicyConf:
     dir: Optional[str] = None
 
 
-@dataclass
-class SimulatorConf:
-    max_sim_time_ns: float = 2_000_000.0
-    build_timeout_s: float = 180.0
-    run_timeout_s: float = 30.0
-    mem_limit_mb: int = 4096
-    output_limit_mb: int = 64
-    error_limit: int = 1000
-    strict_instance: bool = False
-    opt: str = "-O0"
-    jobs: int = 2
-    prebuilt_runtime: bool = True
-    pch: bool = True
-    ccache: bool = True
-    cache: bool = True
-    cache_dir: Optional[str] = None
-    keep_workdir: bool = False
-    naive_build: bool = False
-    extra_verilator_flags: List[str] = field(default_factory=list)
-    workers: Optional[int] = None  # parallel simulations; default: one per core
+def _simulator_schema():
+    """SimConfig's fields (lists where it has tuples) plus the number of parallel workers."""
+    hints = typing.get_type_hints(SimConfig)
+    spec = []
+    for f in dataclasses.fields(SimConfig):
+        typ = hints[f.name]
+        if type(None) in typing.get_args(typ):  # `str | None` -> Optional[str] for OmegaConf
+            typ = Optional[next(a for a in typing.get_args(typ) if a is not type(None))]
+        if f.name == "extra_verilator_flags":
+            spec.append((f.name, List[str], field(default_factory=list)))
+        else:
+            spec.append((f.name, typ, field(default=f.default)))
+    spec.append(("workers", Optional[int], field(default=None)))  # default: one per core
+    return dataclasses.make_dataclass("SimulatorConf", spec)
+
+
+SimulatorConf = _simulator_schema()
 
 
 @dataclass
