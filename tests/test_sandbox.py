@@ -3,7 +3,8 @@ import re
 
 import pytest
 
-from chorus.sim.sandbox import rewrite_stop_as_finish, scan_testbench, top_modules
+from chorus.sim.sandbox import rewrite_stop_as_finish, scan_testbench
+from chorus.sim.svlex import top_modules
 
 OK_TB = """module tb;
   // $system("rm -rf /") in a comment is harmless

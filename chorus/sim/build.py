@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .config import SimConfig
 from .runtime import RuntimeKit, ensure_runtime
-from .sandbox import run_limited
+from .process import run_limited
 from .toolchain import COVERAGE_FLAGS, WARNING_FLAGS, Toolchain
 
 PREFIX = "Vtb"

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sandbox import run_limited
+from .process import run_limited
 from .toolchain import Toolchain, flagset_key
 
 _TRIVIAL_TB = "`timescale 1ns/1ps\nmodule tb; logic c = 0; always #1 c = ~c; initial begin @(posedge c); #1 $finish; end endmodule\n"

@@ -22,7 +22,9 @@ from .coverage import CoverageFormatError, compute_metrics, parse_coverage_file
 from .design import design_facts, find_dut_instance
 from .result import SimResult
 from .runtime import RuntimeBuildError
-from .sandbox import rewrite_stop_as_finish, run_limited, scan_testbench, top_modules
+from .process import run_limited
+from .sandbox import rewrite_stop_as_finish, scan_testbench
+from .svlex import top_modules
 from .toolchain import ToolchainError, find_toolchain
 
 

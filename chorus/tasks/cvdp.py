@@ -13,7 +13,7 @@ import shlex
 from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 
-from ..sim.sandbox import top_modules
+from ..sim.svlex import top_modules
 from .schema import Task, TaskFormatError, iter_jsonl
 
 _ENV_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(.*?)\s*$")
