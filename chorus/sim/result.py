@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass, field
 
 from .coverage import CoverageReport
 
-STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "rejected", "harness_error")
+STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "rejected", "harness_error", "empty")
 
 
 @dataclass

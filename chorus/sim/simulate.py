@@ -72,14 +72,9 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         design, run, out = workdir / "design", workdir / "run", workdir / "out"
         for d in (design, run, out):
             d.mkdir()
-        sources = []
-        for name, text in task.rtl.items():
-            rel = _safe_relpath(name)
-            if rel is None:
-                return SimResult("harness_error", f"task {task.id}: RTL file name {name!r} is not a relative path")
-            (design / rel).parent.mkdir(parents=True, exist_ok=True)
-            (design / rel).write_text(text)
-            sources.append(rel)
+        sources = stage_design(task, design)
+        if isinstance(sources, SimResult):
+            return sources
         (design / tb_name).parent.mkdir(parents=True, exist_ok=True)
         (design / tb_name).write_text(rewrite_stop_as_finish(testbench))
         sources.append(tb_name)
@@ -90,25 +85,39 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         seconds = {"build": round(b.seconds, 4)}
         if b.status != "ok":
             return SimResult(b.status, b.reason, build_log=b.log, seconds=seconds)
-        return _run_and_score(task, cfg, b, workdir, facts, seconds)
+        return run_and_score(task, cfg, b.binary, run, out, facts, seconds, b.log)
     finally:
         if not cfg.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run_and_score(task: Task, cfg: SimConfig, b, workdir: Path, facts, seconds) -> SimResult:
-    run, out = workdir / "run", workdir / "out"
+def stage_design(task: Task, design: Path) -> list[str] | SimResult:
+    """Write the task's RTL under `design`; returns the relative source paths."""
+    sources = []
+    for name, text in task.rtl.items():
+        rel = _safe_relpath(name)
+        if rel is None:
+            return SimResult("harness_error", f"task {task.id}: RTL file name {name!r} is not a relative path")
+        (design / rel).parent.mkdir(parents=True, exist_ok=True)
+        (design / rel).write_text(text)
+        sources.append(rel)
+    return sources
+
+
+def run_and_score(task: Task, cfg: SimConfig, binary: Path, run: Path, out: Path, facts, seconds: dict,
+                  build_log: str = "", extra_args: tuple[str, ...] = (), extra_env: dict | None = None) -> SimResult:
+    """Run a built simulation in `run` (its working dir) and score the DUT's coverage from `out`."""
     cov_path, status_path = out / "coverage.dat", out / "status.json"
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C",
            "CHORUS_COV_OUT": str(cov_path), "CHORUS_STATUS_OUT": str(status_path),
-           "CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns))}
-    cmd = [str(b.binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1"]
+           "CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns)), **(extra_env or {})}
+    cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", *extra_args]
     r = run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
                     mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=cfg.run_timeout_s + 5)
     seconds["run"] = round(r.seconds, 4)
     if r.timed_out:
         return SimResult("timeout", f"simulation did not end within {cfg.run_timeout_s:.0f} s wall clock "
-                         "(a zero-delay loop?)", build_log=b.log, run_log=r.log, seconds=seconds)
+                         "(a zero-delay loop?)", build_log=build_log, run_log=r.log, seconds=seconds)
     try:
         end = json.loads(status_path.read_text()).get("end")
     except (OSError, json.JSONDecodeError):
@@ -117,12 +126,12 @@ def _run_and_score(task: Task, cfg: SimConfig, b, workdir: Path, facts, seconds)
         how = f"signal {-r.returncode}" if (r.returncode or 0) < 0 else f"exit code {r.returncode}"
         hint = " (output or memory limit?)" if (r.returncode or 0) < 0 else ""
         return SimResult("runtime_error", f"simulation crashed with {how}{hint}; no coverage written",
-                         build_log=b.log, run_log=r.log, seconds=seconds)
+                         build_log=build_log, run_log=r.log, seconds=seconds)
     t = time.monotonic()
     try:
         points = parse_coverage_file(cov_path)
     except CoverageFormatError as exc:
-        return SimResult("harness_error", str(exc), build_log=b.log, run_log=r.log, seconds=seconds)
+        return SimResult("harness_error", str(exc), build_log=build_log, run_log=r.log, seconds=seconds)
     locs: dict[str, set] = defaultdict(set)
     for p in points:
         locs[p.hier].add((p.file, p.line))
@@ -142,4 +151,4 @@ def _run_and_score(task: Task, cfg: SimConfig, b, workdir: Path, facts, seconds)
     elif end == "fatal":
         status, reason = "runtime_error", "simulation aborted on a fatal error (coverage kept)"
     seconds["coverage"] = round(time.monotonic() - t, 4)
-    return SimResult(status, reason, report, end, b.log, r.log, seconds)
+    return SimResult(status, reason, report, end, build_log, r.log, seconds)

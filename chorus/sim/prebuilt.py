@@ -1,0 +1,125 @@
+"""Build a harness once per design, then run it many times with stimulus given as data.
+
+The vectors format (and any other data-driven harness) compiles its SystemVerilog harness
+with the DUT a single time; each evaluation only writes input files into a fresh run
+directory and executes the cached binary, which costs milliseconds instead of a build.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from ..tasks.schema import Task
+from .build import build, build_fingerprint
+from .cache import ResultCache, default_cache_root
+from .config import SimConfig
+from .design import design_facts
+from .result import SimResult
+from .runtime import RuntimeBuildError
+from .simulate import run_and_score, stage_design
+from .svlex import top_modules
+from .toolchain import ToolchainError, find_toolchain
+
+HARNESS_FILE = "verif/chorus_harness.sv"
+_FAILED: dict[str, SimResult] = {}  # harness builds that failed in this process, by key
+
+
+def harness_key(task: Task, harness_sv: str, cfg: SimConfig, version: str) -> str:
+    h = hashlib.sha256()
+    for part in (sorted(task.rtl.items()), sorted(task.defines.items()), task.top, harness_sv,
+                 build_fingerprint(cfg), version):
+        h.update(repr(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def ensure_harness(task: Task, harness_sv: str, cfg: SimConfig) -> tuple[Path | None, SimResult | None]:
+    """The cached binary for (design, harness), building it on first use; or why it cannot be built."""
+    try:
+        tc = find_toolchain()
+    except ToolchainError as exc:
+        return None, SimResult("harness_error", str(exc))
+    root = default_cache_root(cfg.cache_dir)
+    key = harness_key(task, harness_sv, cfg, tc.version)
+    binary = root / "prebuilt" / key / "sim"
+    if binary.exists():
+        return binary, None
+    if key in _FAILED:
+        return None, _FAILED[key]
+    binary.parent.parent.mkdir(parents=True, exist_ok=True)
+    with open(binary.parent.parent / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.exists():
+            return binary, None
+        failure = _build_into(task, harness_sv, cfg, tc, root, binary)
+    if failure is not None:
+        _FAILED[key] = failure
+        return None, failure
+    return binary, None
+
+
+def _build_into(task, harness_sv, cfg, tc, root, binary: Path) -> SimResult | None:
+    workdir = Path(tempfile.mkdtemp(prefix="chorus-harness-"))
+    try:
+        design = workdir / "design"
+        for d in ("design", "run", "out"):
+            (workdir / d).mkdir()
+        sources = stage_design(task, design)
+        if isinstance(sources, SimResult):
+            return sources
+        (design / HARNESS_FILE).parent.mkdir(parents=True, exist_ok=True)
+        (design / HARNESS_FILE).write_text(harness_sv)
+        try:
+            b = build(tc, cfg, workdir, [*sources, HARNESS_FILE], top_modules(harness_sv)[-1], task.defines, root)
+        except RuntimeBuildError as exc:
+            return SimResult("harness_error", str(exc).splitlines()[0])
+        if b.status != "ok":
+            return SimResult(b.status, f"the design does not build with the chorus harness: {b.reason}",
+                             build_log=b.log, seconds={"build": round(b.seconds, 4)})
+        stage = binary.parent.with_name(binary.parent.name + ".tmp")
+        shutil.rmtree(stage, ignore_errors=True)
+        stage.mkdir(parents=True)
+        shutil.copy2(b.binary, stage / "sim")
+        shutil.rmtree(binary.parent, ignore_errors=True)
+        stage.rename(binary.parent)
+        return None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_harness(task: Task, harness_sv: str, files: dict[str, str], cfg: SimConfig | None = None,
+                cache_tag: str = "") -> SimResult:
+    """Run the design's prebuilt harness with `files` written into its working directory."""
+    cfg = cfg or SimConfig()
+    t0 = time.monotonic()
+    cache = ResultCache(default_cache_root(cfg.cache_dir)) if cfg.cache else None
+    key = None
+    if cache:
+        tc = find_toolchain()
+        key = hashlib.sha256(repr((harness_key(task, harness_sv, cfg, tc.version), task.instance,
+                                   sorted(files.items()), cache_tag)).encode()).hexdigest()
+        if hit := cache.get(key):
+            return hit
+    binary, failure = ensure_harness(task, harness_sv, cfg)
+    if failure is not None:
+        return failure
+    workdir = Path(tempfile.mkdtemp(prefix="chorus-run-"))
+    try:
+        run, out = workdir / "run", workdir / "out"
+        run.mkdir()
+        out.mkdir()
+        for name, text in files.items():
+            (run / name).write_text(text)
+        facts = design_facts(tuple(sorted(task.rtl.items())), tuple(sorted(task.defines.items())))
+        result = run_and_score(task, cfg, binary, run, out, facts, {})
+    finally:
+        if not cfg.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result.seconds["total"] = round(time.monotonic() - t0, 4)
+    if cache and key and result.status != "harness_error":
+        cache.put(key, result)
+    return result

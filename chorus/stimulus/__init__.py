@@ -1,0 +1,1 @@
+"""Stimulus formats: how a policy's completion becomes something the simulator can score."""

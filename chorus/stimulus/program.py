@@ -1,0 +1,157 @@
+"""Stimulus as data: the `vectors` format, and the program every other format is rendered from.
+
+One line is one step: assignments, then an optional repeat `xN` (default 1 cycle).
+
+    in0=5 in1=0x3f      set in0 and in1, then advance one clock cycle
+    in2=? x100          a fresh random in2 on each of 100 cycles
+    in0=8'hff x4        set, then hold for 4 cycles
+    rst x2              hold the design in reset for 2 cycles (either polarity), then release
+    . x50               change nothing for 50 cycles ("wait 50" works too)
+    # comment
+
+Values: decimal, 0x.., 0b.., Verilog literals (8'hff, 'd12) or `?` for random; values are
+masked to the port width. Spaces or commas separate items, `=` or `:` assign, case is
+ignored. Inputs change on the falling clock edge, so the design samples them on the next
+rising edge.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+
+from .aliases import AliasMap
+
+RANDOM = None  # an assignment value meaning "fresh random value each cycle"
+MAX_CYCLES = 20000
+
+
+class VectorsError(ValueError):
+    """Malformed stimulus; the message names the line and the fix."""
+
+
+@dataclass(frozen=True)
+class Step:
+    assigns: tuple[tuple[str, int | None], ...] = ()
+    cycles: int = 1
+    reset: bool = False
+
+
+@dataclass
+class Program:
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def cycles(self) -> int:
+        return sum(s.cycles for s in self.steps)
+
+    @property
+    def is_empty(self) -> bool:
+        """No input is ever driven and no reset is applied: nothing for the design to respond to."""
+        return not any(s.assigns or s.reset for s in self.steps)
+
+
+_VALUE = re.compile(r"^(?:(\d+)?'([sS])?([bBoOdDhH]))?([0-9a-fA-FxXzZ_?]+)$")
+
+
+def parse_value(text: str) -> int | None:
+    t = text.strip().lower().replace("_", "")
+    if t in ("?", "rand", "random", "$urandom", "$random"):
+        return RANDOM
+    try:
+        if t.startswith(("0x", "0b", "0o")):
+            return int(t, 0)
+        if t.isdigit():
+            return int(t)
+    except ValueError:
+        pass
+    m = _VALUE.match(t)
+    if m and m.group(3):
+        base = {"b": 2, "o": 8, "d": 10, "h": 16}[m.group(3).lower()]
+        digits = m.group(4).replace("x", "0").replace("z", "0").replace("?", "0")
+        try:
+            return int(digits, base)
+        except ValueError:
+            pass
+    raise ValueError(text)
+
+
+def _alias_names(amap: AliasMap) -> str:
+    names = [a.alias for a in amap.drivable.values()]
+    return ", ".join(names) if names else "none"
+
+
+def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Program:
+    drivable = amap.drivable
+    steps, total = [], 0
+    for n, raw in enumerate((text or "").splitlines(), 1):
+        line = raw.split("#", 1)[0].split("//", 1)[0].strip().lower()
+        if not line:
+            continue
+        items = [i for i in re.split(r"[\s,;]+", re.sub(r"\s*([=:])\s*", r"\1", line)) if i]
+        assigns, cycles, reset = [], 1, False
+        for item in items:
+            if re.fullmatch(r"[x*]\d+", item):
+                cycles = int(item[1:])
+            elif item in (".", "wait", "hold", "nop"):
+                continue
+            elif item.isdigit() and items[0] in ("wait", "hold"):
+                cycles = int(item)
+            elif item in ("rst", "reset", "rst_n"):
+                reset = True
+            elif "=" in item or ":" in item:
+                name, _, value = re.split(r"([=:])", item, maxsplit=1)
+                if name not in drivable:
+                    raise VectorsError(f"line {n}: unknown alias {name!r}; this design takes {_alias_names(amap)}")
+                try:
+                    v = parse_value(value)
+                except ValueError:
+                    raise VectorsError(f"line {n}: cannot read value {value!r} for {name} "
+                                       "(use 12, 0x1f, 0b101, 8'hff or ?)") from None
+                assigns.append((name, v if v is RANDOM else v & ((1 << drivable[name].width) - 1)))
+            else:
+                raise VectorsError(f"line {n}: cannot read {item!r}; write `in0=5 x3`, `rst x2` or `. x10`")
+        if cycles < 1:
+            raise VectorsError(f"line {n}: a repeat count must be at least 1")
+        total += cycles
+        if total > max_cycles:
+            raise VectorsError(f"line {n}: stimulus exceeds {max_cycles} cycles; shorten the repeats")
+        steps.append(Step(tuple(assigns), cycles, reset))
+    return Program(steps)
+
+
+def render_vectors(program: Program) -> str:
+    lines = []
+    for s in program.steps:
+        parts = ["rst"] if s.reset else []
+        parts += [f"{a}={'?' if v is RANDOM else hex(v)}" for a, v in s.assigns]
+        parts = parts or ["."]
+        lines.append(" ".join(parts) + (f" x{s.cycles}" if s.cycles != 1 else ""))
+    return "\n".join(lines) + "\n"
+
+
+def expand(program: Program, amap: AliasMap, seed: int = 1) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """Concrete records (cycles, reset, [(input index, value)]) with random values drawn."""
+    rng = random.Random(seed)
+    index = {a.alias: i for i, a in enumerate(amap.inputs)}
+    records = []
+    for s in program.steps:
+        fixed = [(index[a], v) for a, v in s.assigns if a in index and v is not RANDOM]
+        rand = [(index[a], amap.inputs[index[a]].width) for a, v in s.assigns if a in index and v is RANDOM]
+        reset = int(s.reset or any(a == amap.reset.alias and v == amap.reset_active
+                                   for a, v in s.assigns if amap.reset))
+        if rand:
+            for _ in range(s.cycles):
+                records.append((1, reset, fixed + [(i, rng.getrandbits(w)) for i, w in rand]))
+        else:
+            records.append((s.cycles, reset, fixed))
+    return records
+
+
+def random_program(amap: AliasMap, cycles: int = 200, seed: int = 0) -> Program:
+    """Uniform random stimulus: every data input random on every cycle after one reset."""
+    rng = random.Random(seed)
+    steps = [Step((), 2, True)] if amap.reset else []
+    for _ in range(cycles):
+        steps.append(Step(tuple((a.alias, rng.getrandbits(a.width)) for a in amap.inputs), 1, False))
+    return Program(steps)
