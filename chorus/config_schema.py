@@ -22,6 +22,10 @@ class TasksConf:
     limit: Optional[int] = None
     ids: Optional[List[str]] = None
     reference_dir: Optional[str] = None
+    seed: int = 0  # tasks=generated: the generator's seed
+    per_family: int = 8  # tasks=generated: designs per family
+    difficulty: str = "medium"  # tasks=generated: easy | medium | hard
+    families: Optional[List[str]] = None  # tasks=generated: a subset of families
 
 
 @dataclass

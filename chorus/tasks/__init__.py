@@ -24,17 +24,26 @@ def _bundled(split: str = "all", **_) -> list[Task]:
     return load_bundled("all")
 
 
-SUITES = {"bundled": _bundled, "cvdp": _cvdp, "jsonl": _jsonl}
+def _generated(seed: int = 0, per_family: int = 8, difficulty: str = "medium",
+               families: list[str] | None = None, **_) -> list[Task]:
+    from .generated import generate_tasks  # local: the generator is only needed when asked for
+
+    return generate_tasks(seed=seed, per_family=per_family, difficulty=difficulty, families=families)
+
+
+SUITES = {"bundled": _bundled, "cvdp": _cvdp, "jsonl": _jsonl, "generated": _generated}
 
 
 def load_tasks(name: str, path: str | None = None, split: str = "all", limit: int | None = None,
-               ids: list[str] | None = None, reference_dir: str | None = None) -> list[Task]:
-    """Load a suite, then filter by split, ids and limit (in that order)."""
+               ids: list[str] | None = None, reference_dir: str | None = None, **suite_options) -> list[Task]:
+    """Load a suite, then filter by split, ids and limit (in that order).
+
+    `suite_options` go to the suite's loader (e.g. seed, per_family, difficulty for generated)."""
     if name not in SUITES:
         raise TaskFormatError(f"unknown task suite {name!r}; choose one of {sorted(SUITES)}")
     if split not in ("train", "test", "all"):
         raise TaskFormatError(f"unknown split {split!r}; use train, test or all")
-    tasks = SUITES[name](path=path, split=split, reference_dir=reference_dir)
+    tasks = SUITES[name](path=path, split=split, reference_dir=reference_dir, **suite_options)
     if split != "all" and name != "cvdp":
         tasks = [t for t in tasks if t.split == split]
     if ids:
