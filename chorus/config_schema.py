@@ -31,7 +31,19 @@ class TasksConf:
 @dataclass
 class PolicyConf:
     name: str = "reference"
-    dir: Optional[str] = None
+    dir: Optional[str] = None  # policy=file
+    quality: str = "strong"  # policy=reference on generated tasks: strong | medium | weak
+    cycles: int = 500  # policy=random
+    seed: int = 0  # policy=random
+
+
+@dataclass
+class FormatConf:
+    name: str = "testbench"
+    reset_cycles: int = 2  # body, vectors, cocotb: cycles of reset chorus applies first
+    max_time_ns: int = 1_000_000  # body: the skeleton's own time limit
+    max_cycles: int = 20000  # vectors: longest accepted stimulus
+    seed: int = 1  # vectors: draws for `?` values
 
 
 def _simulator_schema():
@@ -57,6 +69,7 @@ SimulatorConf = _simulator_schema()
 class EvaluateConf:
     tasks: Any = None
     policy: Any = None
+    format: Any = None
     simulator: Any = None
     samples: int = 1
     progress: bool = True
@@ -67,4 +80,5 @@ def register_configs() -> None:
     cs.store(name="evaluate_schema", node=EvaluateConf)
     cs.store(group="tasks", name="tasks_schema", node=TasksConf)
     cs.store(group="policy", name="policy_schema", node=PolicyConf)
+    cs.store(group="format", name="format_schema", node=FormatConf)
     cs.store(group="simulator", name="simulator_schema", node=SimulatorConf)

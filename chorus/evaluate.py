@@ -1,6 +1,7 @@
-"""python -m chorus.evaluate tasks=<bundled|cvdp|jsonl> policy=<reference|file> [hydra.run.dir=OUT]
+"""python -m chorus.evaluate tasks=<bundled|cvdp|jsonl|generated> policy=<reference|file|random>
+    format=<testbench|body|vectors|cocotb> [hydra.run.dir=OUT]
 
-Scores each task's testbench(es) in the simulator and writes OUT/per_task.jsonl,
+Scores each task's stimulus in the simulator and writes OUT/per_task.jsonl,
 OUT/per_task.parquet and OUT/summary.json.
 """
 from __future__ import annotations
@@ -14,8 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config_schema import CONF_DIR, register_configs
 from .policy.static import STATIC_POLICIES
-from .scoring import score_testbenches
+from .scoring import score_completions
 from .sim import SimConfig
+from .stimulus.formats import get_format
 from .tasks import TaskFormatError, load_tasks
 from .tracking.run_dir import write_run
 from .tracking.summary import summarize
@@ -30,19 +32,23 @@ def sim_config(sim: dict) -> tuple[SimConfig, int | None]:
 
 
 def run(cfg: dict, out_dir: Path) -> dict:
-    tasks = load_tasks(**cfg["tasks"])
+    tasks = load_tasks(**{k: v for k, v in cfg["tasks"].items() if v is not None or k == "limit"})
     if not tasks:
         raise TaskFormatError("no tasks selected; check tasks.split / tasks.ids / tasks.limit")
+    fmt_options = dict(cfg["format"])
+    fmt = fmt_options.pop("name")
+    get_format(fmt)
     policy = dict(cfg["policy"])
     name = policy.pop("name")
     if name not in STATIC_POLICIES:
         raise ValueError(f"unknown policy {name!r}; choose one of {sorted(STATIC_POLICIES)}")
     if cfg["samples"] < 1:
         raise ValueError(f"samples must be >= 1, got {cfg['samples']}")
-    testbenches = [STATIC_POLICIES[name](t, samples=cfg["samples"], **policy) for t in tasks]
+    completions = [STATIC_POLICIES[name](t, samples=cfg["samples"], fmt=fmt, fmt_options=fmt_options, **policy)
+                   for t in tasks]
     sim, workers = sim_config(cfg["simulator"])
-    rows = score_testbenches(tasks, testbenches, sim, workers, progress=cfg["progress"])
-    summary = summarize(rows)
+    rows = score_completions(tasks, completions, sim, fmt, fmt_options, workers, progress=cfg["progress"])
+    summary = {**summarize(rows), "format": fmt, "policy": name}
     write_run(out_dir, rows, summary)
     return summary
 

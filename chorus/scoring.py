@@ -1,12 +1,14 @@
-"""Score testbenches for tasks: one row per task x sample, the project's per-task table."""
+"""Score completions for tasks: one row per task x sample, the project's per-task table."""
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 from tqdm import tqdm
 
 from .sim import SimConfig, SimResult
 from .sim.pool import evaluate_many
+from .stimulus.formats import score
 from .tasks.schema import Task
 
 
@@ -15,7 +17,7 @@ def result_row(task: Task, sample: int, result: SimResult | None, strict_instanc
             "split": task.split, "target": task.target}
     if result is None:
         return {**base, "status": "missing", "overall": None, "metrics": {}, "passed": False,
-                "instance_ok": False, "seconds": 0.0, "reason": "no testbench for this task", "end": None,
+                "instance_ok": False, "seconds": 0.0, "reason": "no stimulus for this task", "end": None,
                 "cached": False}
     return {**base, "status": result.status,
             "overall": None if result.overall is None else round(result.overall, 4),
@@ -25,18 +27,20 @@ def result_row(task: Task, sample: int, result: SimResult | None, strict_instanc
             "cached": result.cached}
 
 
-def score_testbenches(tasks: Sequence[Task], testbenches: Sequence[Sequence[str | None]], cfg: SimConfig,
-                      workers: int | None = None, progress: bool = True) -> list[dict]:
-    """`testbenches[i]` holds the samples for `tasks[i]`; None samples are reported as missing."""
+def score_completions(tasks: Sequence[Task], completions: Sequence[Sequence[str | None]], cfg: SimConfig,
+                      fmt: str = "testbench", fmt_options: dict | None = None, workers: int | None = None,
+                      progress: bool = True) -> list[dict]:
+    """`completions[i]` holds the samples for `tasks[i]` in format `fmt`; None samples are missing."""
     jobs, where = [], []
-    for ti, samples in enumerate(testbenches):
+    for ti, samples in enumerate(completions):
         for si, tb in enumerate(samples):
             if tb is not None:
                 jobs.append((tasks[ti], tb))
                 where.append((ti, si))
     bar = tqdm(total=len(jobs), desc="simulate", unit="tb", disable=not progress, leave=False)
-    results = evaluate_many(jobs, cfg, workers, on_result=lambda i, r: bar.update(1))
+    fn = functools.partial(score, fmt, options=fmt_options or {})
+    results = evaluate_many(jobs, cfg, workers, on_result=lambda i, r: bar.update(1), fn=fn)
     bar.close()
     by_pos = dict(zip(where, results))
     return [result_row(tasks[ti], si, by_pos.get((ti, si)), cfg.strict_instance)
-            for ti, samples in enumerate(testbenches) for si in range(len(samples))]
+            for ti, samples in enumerate(completions) for si in range(len(samples))]

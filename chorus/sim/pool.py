@@ -23,14 +23,18 @@ def default_workers() -> int:
 
 def evaluate_many(jobs: Sequence[tuple[Task, str | None]], cfg: SimConfig | None = None,
                   workers: int | None = None,
-                  on_result: Callable[[int, SimResult], None] | None = None) -> list[SimResult]:
-    """Results in job order. `on_result(index, result)` fires as each one finishes."""
+                  on_result: Callable[[int, SimResult], None] | None = None,
+                  fn: Callable[[Task, str | None, SimConfig], SimResult] = simulate) -> list[SimResult]:
+    """Results in job order. `on_result(index, result)` fires as each one finishes.
+
+    `fn` scores one job (default: a whole testbench); it must be picklable, e.g. a
+    functools.partial of a module-level function."""
     cfg = cfg or SimConfig()
     workers = workers or default_workers()
     results: list[SimResult | None] = [None] * len(jobs)
     if workers == 1 or len(jobs) <= 1:
         for i, (task, tb) in enumerate(jobs):
-            results[i] = simulate(task, tb, cfg)
+            results[i] = fn(task, tb, cfg)
             if on_result:
                 on_result(i, results[i])
         return results  # type: ignore[return-value]
@@ -38,7 +42,7 @@ def evaluate_many(jobs: Sequence[tuple[Task, str | None]], cfg: SimConfig | None
     ctx = mp.get_context("forkserver")
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {pool.submit(simulate, task, tb, cfg): i for i, (task, tb) in enumerate(jobs)}
+            futures = {pool.submit(fn, task, tb, cfg): i for i, (task, tb) in enumerate(jobs)}
             for fut in as_completed(futures):
                 i = futures[fut]
                 try:

@@ -90,6 +90,8 @@ def alias_map(task: Task) -> AliasMap:
 def alias_table(amap: AliasMap) -> str:
     """The prompt's view of the ports: alias, width, direction, real name and spec description."""
     rows = ["alias | width | dir | port | description"]
+    if amap.clock is None:
+        rows.append("clk | 1 | input | (none) | pacing clock only: the design has no clock")
     for a in amap.all:
         rows.append(f"{a.alias} | {a.width} | {a.direction} | {a.port} | {a.description}")
     if amap.reset:

@@ -45,7 +45,7 @@ def _body_opts(opts: dict) -> dict:
 def check_body(body: str, amap: AliasMap) -> SimResult | None:
     """Unknown aliases and stimulus-free bodies are answered before any build."""
     tokens = tokenize(body or "")
-    known = {a.alias for a in amap.all}
+    known = {a.alias for a in amap.all} | {"clk"}  # the skeleton always has a clock to pace stimulus
     for t in tokens:
         if t.kind == "ident" and _ALIAS_LIKE.match(t.text) and t.text not in known:
             return SimResult("compile_error", f"line {t.line}: unknown alias {t.text!r}; this design has "

@@ -1,0 +1,112 @@
+"""The tiny-model factory: builds offline, reloads like a real checkpoint, is deterministic and cached."""
+import hashlib
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from chorus.policy import tiny
+from chorus.policy.tiny import READY, build_tiny, default_corpus, load_tiny
+
+SV = ("module tb;\n  logic clk = 0;\n  always #5 clk = ~clk;\n  initial begin\n"
+      "    in0 = 8'h3c; @(negedge clk);\n    if (out !== 8'hc3) $display(\"bad out=%0h\", out);\n"
+      "    $finish;\n  end\nendmodule\n")
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return default_corpus()
+
+
+@pytest.fixture(scope="module")
+def built_s(tmp_path_factory, corpus):
+    return build_tiny("s", seed=0, corpus=corpus, cache_root=tmp_path_factory.mktemp("tiny-cache"))
+
+
+def _sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_build_saves_a_checkpoint_that_reloads(built_s, corpus):
+    assert built_s.name == f"tiny-s-seed0-{tiny.corpus_hash(corpus)}" and built_s.parent.name == "models"
+    model = AutoModelForCausalLM.from_pretrained(built_s, local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(built_s, local_files_only=True)
+    n_params = sum(p.numel() for p in model.parameters())
+    assert 3.0e6 <= n_params <= 4.5e6
+    assert json.loads((built_s / "chorus_tiny.json").read_text())["params"] == n_params
+    cfg = model.config
+    assert (cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers) == ("qwen3", 256, 4)
+    assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim) == (4, 2, 64)
+    assert cfg.tie_word_embeddings and model.lm_head.weight is model.model.embed_tokens.weight
+    assert len(tok) <= cfg.vocab_size == 2048
+    ids = tok(SV)["input_ids"]
+    assert tok.decode(ids) == SV and len(ids) < len(SV) / 2  # lossless, and BPE actually merged
+    assert (tok.eos_token, tok.pad_token, tok.bos_token) == ("<|im_end|>", "<|pad|>", "<|endoftext|>")
+    chat = tok.apply_chat_template([{"role": "system", "content": "You write testbenches."},
+                                    {"role": "user", "content": "Drive in0."}],
+                                   tokenize=False, add_generation_prompt=True)
+    assert chat == ("<|im_start|>system\nYou write testbenches.<|im_end|>\n"
+                    "<|im_start|>user\nDrive in0.<|im_end|>\n<|im_start|>assistant\n")
+    # Special tokens are single ids, not spelled out byte by byte.
+    assert tok("<|im_start|>user\n")["input_ids"][0] == tok.convert_tokens_to_ids("<|im_start|>")
+
+
+def test_same_seed_same_model_other_seed_other_weights(tmp_path, corpus):
+    a = build_tiny("s", seed=0, corpus=corpus, out_dir=tmp_path / "a")
+    b = build_tiny("s", seed=0, corpus=corpus, out_dir=tmp_path / "b")
+    c = build_tiny("s", seed=1, corpus=corpus, out_dir=tmp_path / "c")
+    assert (a / "tokenizer.json").read_bytes() == (b / "tokenizer.json").read_bytes()
+    assert _sha(a / "model.safetensors") == _sha(b / "model.safetensors")
+    assert (a / "tokenizer.json").read_bytes() == (c / "tokenizer.json").read_bytes()  # corpus-only
+    wa = AutoModelForCausalLM.from_pretrained(a, local_files_only=True).state_dict()
+    wc = AutoModelForCausalLM.from_pretrained(c, local_files_only=True).state_dict()
+    key = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(wa[key], wc[key])
+
+
+def test_second_call_reuses_the_cache(built_s, corpus, monkeypatch):
+    stamp = {f.name: f.stat().st_mtime_ns for f in built_s.iterdir()}
+    monkeypatch.setattr(tiny, "_build_into", lambda *a, **k: pytest.fail("rebuilt a cached model"))
+    again = build_tiny("s", seed=0, corpus=corpus, cache_root=built_s.parent.parent)
+    assert again == built_s and (built_s / READY).exists()
+    assert {f.name: f.stat().st_mtime_ns for f in built_s.iterdir()} == stamp
+    assert [p.name for p in built_s.parent.iterdir()] == [built_s.name]  # no temp dir left behind
+    model, tok = load_tiny("s", seed=0, corpus=corpus, cache_root=built_s.parent.parent)
+    assert model.config.hidden_size == 256 and model.dtype == torch.float32
+    assert model.config._attn_implementation == "eager" and tok.eos_token == "<|im_end|>"
+
+
+def test_a_few_sft_steps_lower_the_loss(built_s, corpus):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, tok = load_tiny("s", seed=0, corpus=corpus, cache_root=built_s.parent.parent)
+        lines = ["in0 = 8'h3c; @(negedge clk);", "in1 = 8'hff; @(negedge clk);",
+                 "rst_n = 1'b0; repeat (2) @(posedge clk); rst_n = 1'b1;",
+                 "en = 1'b1; in0 = 8'h00; @(negedge clk);"]
+        batch = tok(lines, padding=True, return_tensors="pt")
+        labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        model.train()
+        losses = []
+        for _ in range(20):
+            loss = model(**batch, labels=labels).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        model.eval()
+        with torch.no_grad():
+            final = model(**batch, labels=labels).loss.item()
+        assert final < 0.7 * losses[0], losses
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_unknown_size_is_a_one_line_error(tmp_path):
+    for call in (lambda: build_tiny("xl", cache_root=tmp_path), lambda: load_tiny("xl", cache_root=tmp_path)):
+        with pytest.raises(ValueError, match=r"unknown tiny model size 'xl'; choose one of \['m', 's', 'xs'\]") as e:
+            call()
+        assert "\n" not in str(e.value)
+    assert not any(tmp_path.iterdir())
