@@ -51,18 +51,22 @@ class Program:
         return not any(s.assigns or s.reset for s in self.steps)
 
 
+_AROUND_ASSIGN = re.compile(r"\s*([=:])\s*")
+_ITEM_SPLIT = re.compile(r"[\s,;]+")
+_REPEAT = re.compile(r"[x*]\d+")
+_ASSIGN = re.compile(r"([=:])")
 _VALUE = re.compile(r"^(?:(\d+)?'([sS])?([bBoOdDhH]))?([0-9a-fA-FxXzZ_?]+)$")
 
 
 def parse_value(text: str) -> int | None:
     t = text.strip().lower().replace("_", "")
+    if t.isdigit():
+        return int(t)
     if t in ("?", "rand", "random", "$urandom", "$random"):
         return RANDOM
     try:
         if t.startswith(("0x", "0b", "0o")):
             return int(t, 0)
-        if t.isdigit():
-            return int(t)
     except ValueError:
         pass
     m = _VALUE.match(t)
@@ -88,10 +92,10 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
         line = raw.split("#", 1)[0].split("//", 1)[0].strip().lower()
         if not line:
             continue
-        items = [i for i in re.split(r"[\s,;]+", re.sub(r"\s*([=:])\s*", r"\1", line)) if i]
+        items = [i for i in _ITEM_SPLIT.split(_AROUND_ASSIGN.sub(r"\1", line)) if i]
         assigns, cycles, reset = [], 1, False
         for item in items:
-            if re.fullmatch(r"[x*]\d+", item):
+            if _REPEAT.fullmatch(item):
                 cycles = int(item[1:])
             elif item in (".", "wait", "hold", "nop"):
                 continue
@@ -100,7 +104,7 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
             elif item in ("rst", "reset", "rst_n"):
                 reset = True
             elif "=" in item or ":" in item:
-                name, _, value = re.split(r"([=:])", item, maxsplit=1)
+                name, _, value = _ASSIGN.split(item, maxsplit=1)
                 if name not in drivable:
                     raise VectorsError(f"line {n}: unknown alias {name!r}; this design takes {_alias_names(amap)}")
                 try:
