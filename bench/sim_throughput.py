@@ -1,19 +1,24 @@
-"""Simulator throughput on the bundled reference testbenches, fast path vs naive Verilator.
+"""Simulator throughput, measured side by side in one run on the same machine.
 
-    python bench/sim_throughput.py [--tasks N] [--naive-tasks K] [--workers W]
+    python bench/sim_throughput.py [--tasks N] [--naive-tasks K] [--workers W] [--per-task S]
 
-Measured side by side in one run on the same machine:
+Part 1, whole testbenches (bundled reference testbenches):
   - new-testbench latency (no result cache) per evaluation, fast path: median and p90;
   - the same for a naive build (`--coverage`, default optimisation, no ccache, no prebuilt
     runtime objects, no precompiled header) on the first K tasks;
   - evaluations per second with a worker pool: cold (new testbenches) and warm (cache hits).
-Each run gets a unique comment appended to its testbench so no cache can answer it.
-The last line is `speedup_vs_naive=<x>` (median naive / median fast on the same tasks).
+  Each run gets a unique comment appended to its testbench so no cache can answer it.
+  Prints `speedup_vs_naive=<x>` (median naive / median fast on the same tasks).
+Part 2, stimulus formats on generated tasks: evaluations per second with a worker pool for
+  testbench, body, vectors and cocotb, each scoring S distinct random programs per task (result
+  cache off; the per-design harnesses of vectors/cocotb are built first and timed apart).
+The last line is `vectors_speedup=<x>` (vectors evals/s over testbench evals/s).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import statistics
 import sys
 import tempfile
@@ -28,7 +33,10 @@ from chorus.sim.build import make_vars, verilator_flags  # noqa: E402
 from chorus.sim.pool import evaluate_many  # noqa: E402
 from chorus.sim.runtime import ensure_runtime  # noqa: E402
 from chorus.sim.toolchain import find_toolchain  # noqa: E402
-from chorus.tasks import load_bundled  # noqa: E402
+from chorus.stimulus.aliases import alias_map  # noqa: E402
+from chorus.stimulus.formats import FORMATS, render, score  # noqa: E402
+from chorus.stimulus.program import random_program  # noqa: E402
+from chorus.tasks import load_bundled, load_tasks  # noqa: E402
 
 
 def fresh(tb: str) -> str:
@@ -56,6 +64,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=0, help="bundled tasks to use (0 = all)")
     ap.add_argument("--naive-tasks", type=int, default=4, help="tasks built the naive way (slow)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--per-task", type=int, default=4, help="random programs per generated task (part 2)")
+    ap.add_argument("--generated-per-family", type=int, default=2)
     args = ap.parse_args()
     tasks = [t for t in load_bundled() if t.reference_tb]
     tasks = tasks[: args.tasks] if args.tasks else tasks
@@ -94,6 +104,28 @@ def main() -> None:
     assert all(r.cached for r in results), "warm pass missed the cache"
     print(f"pool of {args.workers}: cold {cold:.2f} evals/s, warm (cache hits) {warm:.1f} evals/s")
     print(f"speedup_vs_naive={med_naive / med_fast_k:.2f}")
+    formats_part(fast, args)
+
+
+def formats_part(cfg: SimConfig, args) -> None:
+    tasks = load_tasks("generated", per_family=args.generated_per_family)
+    print(f"formats on {len(tasks)} generated tasks, {args.per_task} random programs each, pool of {args.workers}")
+    rates = {}
+    for fmt in [f for f in ("testbench", "body", "vectors", "cocotb") if f in FORMATS]:
+        fn = functools.partial(score, fmt, options={})
+        jobs = [(t, render(fmt, t, random_program(alias_map(t), 300, seed))) for t in tasks
+                for seed in range(args.per_task)]
+        if fmt in ("vectors", "cocotb"):
+            t0 = time.monotonic()
+            evaluate_many([(t, render(fmt, t, random_program(alias_map(t), 10, 99))) for t in tasks], cfg,
+                          workers=args.workers, fn=fn)
+            print(f"  {fmt}: one-time harness builds for {len(tasks)} designs: {time.monotonic() - t0:.1f} s")
+        t0 = time.monotonic()
+        results = evaluate_many(jobs, cfg, workers=args.workers, fn=fn)
+        rates[fmt] = len(jobs) / (time.monotonic() - t0)
+        bad = sum(r.status != "ok" for r in results)
+        print(f"  {fmt}: {rates[fmt]:.2f} evals/s over {len(jobs)} evaluations ({bad} not ok)")
+    print(f"vectors_speedup={rates['vectors'] / rates['testbench']:.1f}")
 
 
 if __name__ == "__main__":
