@@ -8,6 +8,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from chorus.policy import tiny
 from chorus.policy.tiny import READY, build_tiny, default_corpus, load_tiny
+from chorus.stimulus.aliases import alias_map
+from chorus.stimulus.formats import render
+from chorus.stimulus.program import parse_vectors
+from chorus.tasks.generated import generate_tasks
 
 SV = ("module tb;\n  logic clk = 0;\n  always #5 clk = ~clk;\n  initial begin\n"
       "    in0 = 8'h3c; @(negedge clk);\n    if (out !== 8'hc3) $display(\"bad out=%0h\", out);\n"
@@ -82,9 +86,13 @@ def test_a_few_sft_steps_lower_the_loss(built_s, corpus):
     torch.set_num_threads(1)
     try:
         model, tok = load_tiny("s", seed=0, corpus=corpus, cache_root=built_s.parent.parent)
-        lines = ["in0 = 8'h3c; @(negedge clk);", "in1 = 8'hff; @(negedge clk);",
-                 "rst_n = 1'b0; repeat (2) @(posedge clk); rst_n = 1'b1;",
-                 "en = 1'b1; in0 = 8'h00; @(negedge clk);"]
+        # Generated SFT-style data: the first lines of strong vectors and body stimulus.
+        tasks = generate_tasks(seed=0, per_family=1, families=["counter", "fsm"])
+        lines = []
+        for task in tasks:
+            vectors = task.meta["programs"]["strong"]
+            body = render("body", task, parse_vectors(vectors, alias_map(task)))
+            lines += ["\n".join(vectors.splitlines()[:6]), "\n".join(body.splitlines()[:4])]
         batch = tok(lines, padding=True, return_tensors="pt")
         labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3)

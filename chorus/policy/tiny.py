@@ -43,8 +43,13 @@ def _check_size(size: str) -> dict:
 
 
 def default_corpus(extra_texts: list[str] | None = None) -> list[str]:
-    """Spec, RTL and reference testbench of every bundled task (fixed order), then extra_texts."""
+    """Spec, RTL and reference testbench of every bundled task, then spec, RTL and stimulus
+    (vectors and body) of the default generated tasks, in a fixed order; then extra_texts."""
+    from ..stimulus.formats import render
+    from ..stimulus.aliases import alias_map
+    from ..stimulus.program import parse_vectors
     from ..tasks import load_bundled
+    from ..tasks.generated import generate_tasks
 
     texts: list[str] = []
     for task in load_bundled():
@@ -52,6 +57,13 @@ def default_corpus(extra_texts: list[str] | None = None) -> list[str]:
         texts.extend(task.rtl[name] for name in sorted(task.rtl))
         if task.reference_tb:
             texts.append(task.reference_tb)
+    for task in generate_tasks(seed=0, per_family=8, difficulty="medium"):
+        texts.append(task.spec)
+        texts.extend(task.rtl[name] for name in sorted(task.rtl))
+        for grade in ("strong", "medium"):
+            vectors = task.meta["programs"][grade]
+            texts.append(vectors)
+            texts.append(render("body", task, parse_vectors(vectors, alias_map(task))))
     return texts + list(extra_texts or [])
 
 

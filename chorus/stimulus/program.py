@@ -152,10 +152,14 @@ def expand(program: Program, amap: AliasMap, seed: int = 1) -> list[tuple[int, i
     return records
 
 
-def random_program(amap: AliasMap, cycles: int = 200, seed: int = 0) -> Program:
-    """Uniform random stimulus: every data input random on every cycle after one reset."""
+def random_program(amap: AliasMap, cycles: int = 200, seed: int = 0, reset_rate: float = 0.02) -> Program:
+    """Uniform random stimulus: every data input random on every cycle, after one reset, with a
+    one-cycle reset on about `reset_rate` of the cycles (so sticky state can clear, as a person's
+    stimulus would make it)."""
     rng = random.Random(seed)
     steps = [Step((), 2, True)] if amap.reset else []
     for _ in range(cycles):
+        if amap.reset and rng.random() < reset_rate:
+            steps.append(Step((), 1, True))
         steps.append(Step(tuple((a.alias, rng.getrandbits(a.width)) for a in amap.inputs), 1, False))
     return Program(steps)

@@ -1,0 +1,174 @@
+"""Up/down counters with a narrow load, a wrap point at a random MAX and sticky flags.
+
+The hole: the load port is narrower than the counter, so the top of the range (MAX, the wrap,
+the saturation, the events that only happen at MAX and the upper count bits) is reached only
+by counting up without interruption for hundreds or thousands of cycles. Uniform random
+stimulus loads or reverses every few cycles and never gets there.
+"""
+from __future__ import annotations
+
+import random
+
+from .common import Design, Stim, a_n, finish_with_reset, inp, lit, out, pick_names
+
+# difficulty -> (MAX range, load width rule, number of top-of-range event flags)
+LEVELS = {
+    "easy": ((9, 30), lambda w: w - 1, (0, 1)),
+    "medium": ((130, 500), lambda w: w - 4, (1, 2)),
+    "hard": ((1100, 3500), lambda w: 4, (3, 3)),
+}
+
+NAMES = {
+    "en": ("en", "enable", "cnt_en", "tick"),
+    "up": ("up", "count_up", "dir_up", "inc"),
+    "load": ("load", "ld", "load_en"),
+    "val": ("load_val", "ld_value", "din", "preset"),
+    "wrap": ("wrap_en", "allow_wrap", "roll_en"),
+    "clr": ("clr_flags", "clear", "flag_clr", "ack"),
+    "count": ("count", "cnt", "value", "q"),
+}
+
+# Events that can only happen while the counter sits at MAX: (name stem, condition, meaning).
+EVENTS = [
+    ("ld_at_top", "{load} && at_max", "a load arrived while the count was at MAX"),
+    ("turn_at_top", "{en} && !{load} && !{up} && at_max", "the counter stepped down from MAX"),
+    ("clr_at_top", "{clr} && saturated", "flags were cleared while `saturated` was set"),
+]
+
+
+def build(rng: random.Random, k: int, difficulty: str) -> Design:
+    (lo, hi), load_rule, (ev_lo, ev_hi) = LEVELS[difficulty]
+    mx = rng.randint(lo, hi)
+    w = mx.bit_length()
+    lw = max(2, load_rule(w))
+    ldmax = (1 << lw) - 1
+    mx = max(mx, ldmax + 3)  # at least a few steps between the largest load and MAX
+    thr = rng.randint(ldmax + 1, mx - 1)
+    n = pick_names(rng, NAMES)
+    events = sorted(rng.sample(range(len(EVENTS)), rng.randint(ev_lo, ev_hi)))
+    top = f"{rng.choice(('wrap_counter', 'updown_cnt', 'event_counter', 'tick_counter'))}_{k}"
+
+    ports = [
+        inp(n["en"], 1, "count enable; when high and no load is requested the count moves one step."),
+        inp(n["up"], 1, "direction: 1 counts up, 0 counts down."),
+        inp(n["load"], 1, f"synchronous load of `{n['val']}`; has priority over counting."),
+        inp(n["val"], lw, f"value loaded into the low {lw} bits of the count (upper bits become 0)."),
+        inp(n["wrap"], 1, "at MAX counting up wraps to 0 when high, holds at MAX when low."),
+        inp(n["clr"], 1, "clears the sticky flags `wrapped`, `underflow` and `saturated`."),
+        out(n["count"], w, "current count, 0 to MAX."),
+        out("at_max", 1, "count equals MAX."),
+        out("at_zero", 1, "count equals 0."),
+        out("above", 1, f"count is at least the threshold {thr}."),
+        out("wrapped", 1, "sticky: the counter wrapped from MAX to 0."),
+        out("underflow", 1, "sticky: a down step was requested at 0 (the count stays 0)."),
+        out("saturated", 1, "sticky: an up step at MAX was refused because wrapping was disabled."),
+        out("wraps", 2, "number of wraps since reset, modulo 4 (not cleared by the flag clear)."),
+    ]
+    fmt = {key: n[key] for key in ("en", "up", "load", "clr")}
+    for i in events:
+        stem, _, meaning = EVENTS[i]
+        ports.append(out(stem, 1, f"sticky until reset: {meaning}."))
+
+    c, en, up, ld, val, wr, clr = n["count"], n["en"], n["up"], n["load"], n["val"], n["wrap"], n["clr"]
+    ev_lines = "".join(f"            if ({EVENTS[i][1].format(**fmt)})\n                {EVENTS[i][0]} <= 1'b1;\n"
+                       for i in events)
+    ev_reset = "".join(f"            {EVENTS[i][0]} <= 1'b0;\n" for i in events)
+    body = f"""    localparam logic [{w - 1}:0] MAX = {lit(w, mx)};
+    localparam logic [{w - 1}:0] THR = {lit(w, thr)};
+
+    assign at_max  = ({c} == MAX);
+    assign at_zero = ({c} == '0);
+    assign above   = ({c} >= THR);
+
+    always_ff @(posedge clk or negedge rst_n) begin
+        if (!rst_n) begin
+            {c} <= '0;
+            wrapped <= 1'b0;
+            underflow <= 1'b0;
+            saturated <= 1'b0;
+            wraps <= 2'd0;
+{ev_reset}        end else begin
+            if ({clr}) begin
+                wrapped <= 1'b0;
+                underflow <= 1'b0;
+                saturated <= 1'b0;
+            end
+{ev_lines}            if ({ld}) begin
+                {c} <= {w}'({val});
+            end else if ({en} && {up}) begin
+                if (!at_max) begin
+                    {c} <= {c} + 1'b1;
+                end else if ({wr}) begin
+                    {c} <= '0;
+                    wrapped <= 1'b1;
+                    wraps <= wraps + 1'b1;
+                end else begin
+                    saturated <= 1'b1;
+                end
+            end else if ({en}) begin
+                if (!at_zero)
+                    {c} <= {c} - 1'b1;
+                else
+                    underflow <= 1'b1;
+            end
+        end
+    end
+"""
+    description = (
+        f"`{top}` is {a_n(w)} {w}-bit up/down counter with a fixed wrap point MAX = {mx} "
+        f"({w}'h{mx:x}). The count never exceeds MAX.\n\n"
+        f"On each rising clock edge: if `{ld}` is high the count takes the {lw}-bit value `{val}` "
+        f"(zero-extended); otherwise, if `{en}` is high, the count steps up (`{up}` = 1) or down (`{up}` = 0). "
+        f"Counting up at MAX wraps to 0 when `{wr}` is high (setting `wrapped` and incrementing `wraps`), "
+        f"and otherwise holds at MAX and sets `saturated`. Counting down at 0 holds at 0 and sets `underflow`. "
+        f"`{clr}` clears `wrapped`, `underflow` and `saturated`; a flag set in the same cycle stays set.")
+    if events:
+        description += "\n\nEvent flags (sticky until reset) record situations at the top of the range: " + "; ".join(
+            f"`{EVENTS[i][0]}` = {EVENTS[i][2]}" for i in events) + "."
+    all_ports = ports
+
+    def base(s: Stim) -> None:
+        s.note("loads toggle every load bit; a down step at 0 underflows")
+        s.step(1, **{ld: 1, val: ldmax}).step(1, **{val: 0}).step(1, **{ld: 0, en: 1, up: 0})
+        s.step(1, **{clr: 1}).step(1, **{clr: 0, en: 0})
+        s.note("short walk up and down")
+        s.step(3, **{en: 1, up: 1}).step(1, **{up: 0}).step(1, **{en: 0})
+
+    # strong
+    s = Stim(all_ports)
+    base(s)
+    run = mx - ldmax
+    s.note(f"load {ldmax}, then count up {run} steps to MAX with wrapping off: saturate")
+    s.step(1, **{ld: 1, val: ldmax}).step(run + 2, **{ld: 0, en: 1, up: 1, wr: 0})
+    if 1 in events:
+        s.note("step down from MAX and back up")
+        s.step(1, **{up: 0}).step(1, **{up: 1})
+    s.note("clear the flags while saturated at MAX")
+    s.step(1, **{en: 0, clr: 1}).step(1, **{clr: 0})
+    s.note("wrap once from MAX")
+    s.step(1, **{en: 1, wr: 1})
+    if 0 in events:
+        s.note("count back to MAX, then load while at MAX")
+        s.step(1, **{ld: 1}).step(run, **{ld: 0}).step(1, **{en: 0, ld: 1})
+    s.note("second wrap, then the threshold from above")
+    s.step(1, **{ld: 1, val: ldmax}).step(run + 1, **{ld: 0, en: 1, up: 1}).step(2, **{wr: 0})
+    finish_with_reset(s, **{en: 0})
+    strong = s.text()
+
+    # medium: the basics and half the climb, then random
+    s = Stim(all_ports)
+    base(s)
+    s.note("part of the climb")
+    s.step(1, **{ld: 1, val: ldmax}).step(max(2, run // 2), **{ld: 0, en: 1, up: 1, wr: 1})
+    s.note("random control")
+    s.step(40, **{en: None, up: None, ld: None, val: None, clr: None, wr: None})
+    medium = s.text()
+
+    s = Stim(all_ports)
+    s.step(3, **{en: 1, up: 1})
+    weak = s.text()
+
+    params = {"max": mx, "width": w, "load_width": lw, "threshold": thr,
+              "events": [EVENTS[i][0] for i in events]}
+    return Design(top, ports, body, f"{w}-bit up/down counter, wrap at {mx}, {lw}-bit load (generated)",
+                  description, {"strong": strong, "medium": medium, "weak": weak}, params)

@@ -1,0 +1,215 @@
+"""Code-lock state machines: the unlocked state is reached only through one symbol sequence.
+
+The hole: OPEN (and DONE behind it) lies at the end of an L-symbol sequence, each symbol
+delivered on a valid cycle without an abort in between; a wrong symbol throws the machine
+back and counts a failure, three failures lock it in ALARM. Uniform random stimulus aborts
+every other cycle and guesses each symbol with probability 2^-width, so it stalls in the
+first states.
+"""
+from __future__ import annotations
+
+import random
+
+from .common import Design, Stim, a_n, finish_with_reset, inp, lit, out, pick_names
+
+# difficulty -> (sequence lengths, symbol width, dwell range)
+LEVELS = {
+    "easy": ((1, 2), 2, (3, 4)),
+    "medium": ((3,), 3, (5, 9)),
+    "hard": ((4, 5), 4, (12, 24)),
+}
+
+NAMES = {
+    "valid": ("valid", "sym_valid", "strobe", "key_valid"),
+    "sym": ("sym", "key", "code_in", "digit"),
+    "abort": ("cancel", "flush", "clear_seq"),
+    "state": ("state_o", "state_out", "cur_state"),
+    "open": ("unlocked", "is_open", "granted"),
+    "alarm": ("alarm", "lockout", "tamper"),
+    "fails": ("fails", "fail_cnt", "miss_cnt"),
+    "done": ("done", "finished", "served"),
+}
+
+
+def build(rng: random.Random, k: int, difficulty: str) -> Design:
+    lengths, sw, (dlo, dhi) = LEVELS[difficulty]
+    length = rng.choice(lengths)
+    nsym = 1 << sw
+    c0 = rng.randrange(nsym)
+    code = [c0] + [rng.choice([v for v in range(nsym) if v != c0]) for _ in range(length - 1)]
+    close = rng.randrange(nsym)
+    dwell = rng.randint(dlo, dhi)
+    dwb = dwell.bit_length()
+    has_alarm = length >= 2
+    names = ["IDLE"] + [f"GOT{i}" for i in range(1, length)] + ["OPEN"] + (["ALARM"] if has_alarm else []) + ["DONE"]
+    nst = len(names)
+    sb = max(1, (nst - 1).bit_length())
+    codes = rng.sample(range(nst), nst)
+    enc = dict(zip(names, codes))
+    n = pick_names(rng, NAMES)
+    top = f"{rng.choice(('code_lock', 'seq_unlock', 'pin_fsm', 'door_seq'))}_{k}"
+    v, s, ab = n["valid"], n["sym"], n["abort"]
+
+    ports = [
+        inp(v, 1, f"a symbol is presented on `{s}` this cycle."),
+        inp(s, sw, "the symbol."),
+        inp(ab, 1, "returns the machine to IDLE from any state and clears the failure count and dwell timer; "
+                   "has priority over everything else."),
+        out(n["state"], sb, "current state code (see the state table)."),
+        out(n["open"], 1, "the machine is in OPEN."),
+    ]
+    if has_alarm:
+        ports.append(out(n["alarm"], 1, "the machine is in ALARM."))
+        ports.append(out(n["fails"], 2, f"wrong symbols since the last `{ab}` or reset (at most 2)."))
+    ports.append(out(n["done"], 1, "one-cycle pulse, the cycle after DONE."))
+
+    def nxt(i: int) -> str:  # state after the i-th code symbol is accepted
+        return names[i + 1] if i + 1 < length else "OPEN"
+
+    arms = [f"                IDLE: if ({v} && {s} == {lit(sw, c0)}) state <= {nxt(0)};"]
+    for i in range(1, length):
+        arms.append(f"""                GOT{i}: if ({v}) begin
+                    if ({s} == {lit(sw, code[i])})
+                        state <= {nxt(i)};
+                    else if ({s} == {lit(sw, c0)})
+                        state <= {nxt(0)};
+                    else if ({n['fails']} == 2'd2)
+                        state <= ALARM;
+                    else begin
+                        state <= IDLE;
+                        {n['fails']} <= {n['fails']} + 1'b1;
+                    end
+                end""")
+    arms.append(f"""                OPEN: begin
+                    if ({v} && {s} == {lit(sw, close)}) begin
+                        state <= IDLE;
+                        dwell <= '0;
+                    end else if ({v} && dwell == DWELL) begin
+                        state <= DONE;
+                    end else if (!{v} && dwell != DWELL) begin
+                        dwell <= dwell + 1'b1;
+                    end
+                end""")
+    if has_alarm:
+        arms.append("                ALARM: state <= ALARM;")
+    arms.append(f"""                DONE: begin
+                    state <= IDLE;
+                    dwell <= '0;
+                    {n['done']} <= 1'b1;
+                end""")
+    enum = ",\n".join(f"        {nm} = {lit(sb, enc[nm])}" for nm in names)
+    fails_reset = f"            {n['fails']} <= 2'd0;\n" if has_alarm else ""
+    alarm_assign = f"    assign {n['alarm']} = (state == ALARM);\n" if has_alarm else ""
+    body = f"""    typedef enum logic [{sb - 1}:0] {{
+{enum}
+    }} state_t;
+
+    localparam logic [{dwb - 1}:0] DWELL = {lit(dwb, dwell)};
+
+    state_t state;
+    logic [{dwb - 1}:0] dwell;
+
+    assign {n['state']} = state;
+    assign {n['open']} = (state == OPEN);
+{alarm_assign}
+    always_ff @(posedge clk or negedge rst_n) begin
+        if (!rst_n) begin
+            state <= IDLE;
+            dwell <= '0;
+{fails_reset}            {n['done']} <= 1'b0;
+        end else if ({ab}) begin
+            state <= IDLE;
+            dwell <= '0;
+{fails_reset}            {n['done']} <= 1'b0;
+        end else begin
+            {n['done']} <= 1'b0;
+            case (state)
+{chr(10).join(arms)}
+            endcase
+        end
+    end
+"""
+    table = [f"| State | Code | Behaviour on a cycle without `{ab}` |", "|---|---|---|",
+             f"| IDLE | {enc['IDLE']} | a valid symbol {c0} moves to {nxt(0)}; anything else stays |"]
+    for i in range(1, length):
+        table.append(f"| GOT{i} | {enc[f'GOT{i}']} | no valid symbol: stay. Valid {code[i]}: {nxt(i)}. "
+                     f"Valid {c0} (when not {code[i]}): {nxt(0)}. Any other valid symbol: a failure - "
+                     f"ALARM if `{n['fails']}` is already 2, else IDLE with `{n['fails']}` + 1 |")
+    table.append(f"| OPEN | {enc['OPEN']} | valid {close}: IDLE (dwell cleared). Otherwise a valid symbol after the "
+                 f"dwell timer reached {dwell}: DONE. Each cycle without a valid symbol advances the dwell timer "
+                 f"(up to {dwell}) |")
+    if has_alarm:
+        table.append(f"| ALARM | {enc['ALARM']} | stays until `{ab}` |")
+    table.append(f"| DONE | {enc['DONE']} | IDLE on the next cycle (dwell cleared), `{n['done']}` pulses |")
+    seq = ", ".join(str(c) for c in code)
+    description = (
+        f"`{top}` is {a_n(nst)} {nst}-state code lock. Symbols ({sw}-bit) are taken on cycles where `{v}` is high. "
+        f"The unlock sequence is {seq} (decimal, first symbol first); after the last symbol the machine is in "
+        f"OPEN. `{ab}` returns to IDLE from any state and clears the dwell timer"
+        + (" and the failure count" if has_alarm else "") + ".\n\n" + "\n".join(table))
+
+    # stimulus -----------------------------------------------------------------------------
+    def other(*avoid: int) -> int:
+        return next(x for x in range(nsym) if x not in avoid)
+
+    def feed(st: Stim, symbols: list[int]) -> None:
+        for x in symbols:
+            st.step(1, **{v: 1, s: x})
+
+    def abort(st: Stim) -> None:
+        st.step(1, **{ab: 1, v: 0}).step(1, **{ab: 0})
+
+    def approach(s_: Stim) -> None:
+        s_.note("idle, then a wrong symbol in IDLE")
+        s_.step(2).step(1, **{v: 1, s: nsym - 1 if c0 != nsym - 1 else 1}).step(1, **{v: 0})
+        for i in range(1, length):
+            s_.note(f"reach GOT{i}, wait, restart with {c0}, abort")
+            feed(s_, code[:i])
+            s_.step(1, **{v: 0})
+            feed(s_, [c0])
+            abort(s_)
+        if has_alarm:
+            for i in range(1, length):
+                s_.note(f"three wrong symbols in GOT{i}: two failures, then ALARM; abort")
+                for _ in range(3):
+                    feed(s_, code[:i] + [other(code[i], c0)])
+                if i == 1:
+                    s_.step(2, **{v: 1, s: code[1]})
+                abort(s_)
+
+    def first_open(s_: Stim) -> None:
+        s_.note("unlock, wait, a non-closing symbol, close")
+        feed(s_, code)
+        s_.step(2, **{v: 0})
+        s_.step(1, **{v: 1, s: other(close)}).step(1, **{s: close}).step(1, **{v: 0})
+
+    s_ = Stim(ports)
+    approach(s_)
+    first_open(s_)
+    s_.note(f"unlock, dwell {dwell} cycles, then a symbol: DONE")
+    feed(s_, code)
+    s_.step(dwell + 2, **{v: 0})
+    s_.step(1, **{v: 1, s: other(close)}).step(2, **{v: 0})
+    s_.note("unlock and abort while open")
+    feed(s_, code)
+    s_.step(1, **{v: 0})
+    abort(s_)
+    finish_with_reset(s_, **{v: 0})
+    strong = s_.text()
+
+    s_ = Stim(ports)
+    approach(s_)
+    first_open(s_)
+    s_.note("random symbols")
+    s_.step(20, **{v: None, s: None})
+    s_.step(1, **{v: 0})
+    medium = s_.text()
+
+    s_ = Stim(ports)
+    s_.step(3, **{v: 1, s: other(c0)})
+    weak = s_.text()
+
+    params = {"states": nst, "sequence": code, "symbol_width": sw, "close": close, "dwell": dwell,
+              "encoding": enc}
+    return Design(top, ports, body, f"{nst}-state code lock, {length}-symbol sequence (generated)", description,
+                  {"strong": strong, "medium": medium, "weak": weak}, params)

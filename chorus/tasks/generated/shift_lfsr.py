@@ -1,0 +1,190 @@
+"""LFSRs with seed loading, a shift mode, lock-up recovery, a period counter and a serial
+pattern detector.
+
+The holes: the period marker and the upper bits of the step counter need 2^N - 1 LFSR steps
+without a load or a mode change; the lock-up state needs the all-zero seed (or N zeros
+shifted in) followed by a step; the pattern detector needs one exact P-bit serial sequence.
+Uniform random stimulus loads every other cycle and shifts random bits.
+"""
+from __future__ import annotations
+
+import random
+
+from .common import Design, Stim, a_n, finish_with_reset, inp, lit, out, pick_names
+
+# Feedback masks giving a maximal-length sequence for `q <= {q[N-2:0], ^(q & MASK)}`.
+MAXIMAL_TAPS = {
+    4: (0x9, 0xC), 5: (0x12, 0x14, 0x17, 0x1B), 6: (0x21, 0x30, 0x33, 0x2D),
+    7: (0x41, 0x44, 0x48, 0x60), 8: (0xC3, 0x95, 0xB1, 0xE1), 9: (0x108, 0x110, 0x143, 0x10D),
+    10: (0x204, 0x240, 0x213, 0x20D), 11: (0x402, 0x500, 0x40B, 0x423), 12: (0x883, 0xA03, 0x829, 0x891),
+}
+
+# difficulty -> (LFSR widths, pattern length)
+LEVELS = {
+    "easy": ((4, 5), 4),
+    "medium": ((8, 9), 10),
+    "hard": ((11, 12), 14),
+}
+
+NAMES = {
+    "en": ("en", "step", "advance"),
+    "load": ("load", "seed_we", "ld"),
+    "seed": ("seed", "seed_val", "init"),
+    "mode": ("shift_mode", "ser_mode", "mode"),
+    "sin": ("sin", "ser_in", "bit_in"),
+    "q": ("q", "state", "lfsr"),
+    "locked": ("locked", "all_zero", "stuck"),
+    "seen": ("lock_seen", "stuck_seen", "zero_seen"),
+    "period": ("period_done", "wrap", "cycle_end"),
+    "pat": ("pat_hit", "pattern_seen", "match"),
+    "recov": ("recoveries", "recov_cnt", "restarts"),
+}
+
+
+def lfsr_period(width: int, mask: int, seed: int = 1) -> int:
+    """Steps until `seed` comes back (what the RTL computes), for checking the taps table."""
+    full, s, steps = (1 << width) - 1, seed, 0
+    while True:
+        s = ((s << 1) | (bin(s & mask).count("1") & 1)) & full
+        steps += 1
+        if s == seed or steps > full + 1:
+            return steps
+
+
+def build(rng: random.Random, k: int, difficulty: str) -> Design:
+    widths, p = LEVELS[difficulty]
+    nw = rng.choice(widths)
+    taps = rng.choice(MAXIMAL_TAPS[nw])
+    full = (1 << nw) - 1
+    default = rng.randrange(1, full)
+    pattern = rng.randrange(1, (1 << p) - 1)
+    n = pick_names(rng, NAMES)
+    en, ld, seed, mode, sin, q = n["en"], n["load"], n["seed"], n["mode"], n["sin"], n["q"]
+    top = f"{rng.choice(('lfsr_unit', 'prbs_gen', 'shift_lfsr', 'scrambler'))}_{k}"
+
+    ports = [
+        inp(en, 1, "advance one step (LFSR step, or a serial shift in shift mode)."),
+        inp(ld, 1, f"load `{seed}` into the register; has priority over stepping."),
+        inp(seed, nw, "seed value."),
+        inp(mode, 1, "1: shift mode (serial input), 0: LFSR mode."),
+        inp(sin, 1, "serial input bit, used in shift mode."),
+        out(q, nw, "register contents."),
+        out(n["locked"], 1, "the register is all zeros (the LFSR lock-up state)."),
+        out(n["seen"], 1, "sticky: the register has been all zeros since reset (set the cycle after)."),
+        out(n["period"], 1, f"one-cycle pulse after {full} consecutive LFSR steps since the last load, "
+                            "mode-change step or recovery."),
+        out(n["pat"], 1, f"sticky: the last {p} serial input bits matched the pattern."),
+        out(n["recov"], 2, "number of lock-up recoveries since reset, modulo 4."),
+    ]
+    tap_bits = [i for i in range(nw) if taps >> i & 1]
+    body = f"""    localparam logic [{nw - 1}:0] DEFAULT_SEED = {lit(nw, default)};
+    localparam logic [{nw - 1}:0] LAST_STEP = {lit(nw, full - 1)};
+    localparam logic [{p - 1}:0] PATTERN = {lit(p, pattern)};
+
+    logic [{nw - 1}:0] steps;
+    logic [{p - 1}:0] hist;
+    logic feedback;
+
+    assign feedback = {' ^ '.join(f'{q}[{i}]' for i in reversed(tap_bits))};
+    assign {n['locked']} = ({q} == '0);
+
+    always_ff @(posedge clk or negedge rst_n) begin
+        if (!rst_n) begin
+            {q} <= DEFAULT_SEED;
+            steps <= '0;
+            hist <= '0;
+            {n['seen']} <= 1'b0;
+            {n['period']} <= 1'b0;
+            {n['pat']} <= 1'b0;
+            {n['recov']} <= 2'd0;
+        end else begin
+            {n['period']} <= 1'b0;
+            if ({n['locked']})
+                {n['seen']} <= 1'b1;
+            if (hist == PATTERN)
+                {n['pat']} <= 1'b1;
+            if ({ld}) begin
+                {q} <= {seed};
+                steps <= '0;
+            end else if ({en} && {mode}) begin
+                {q} <= {{{q}[{nw - 2}:0], {sin}}};
+                hist <= {{hist[{p - 2}:0], {sin}}};
+                steps <= '0;
+            end else if ({en} && {n['locked']}) begin
+                {q} <= DEFAULT_SEED;
+                {n['recov']} <= {n['recov']} + 1'b1;
+                steps <= '0;
+            end else if ({en}) begin
+                {q} <= {{{q}[{nw - 2}:0], feedback}};
+                if (steps == LAST_STEP) begin
+                    steps <= '0;
+                    {n['period']} <= 1'b1;
+                end else begin
+                    steps <= steps + 1'b1;
+                end
+            end
+        end
+    end
+"""
+    pat_bits = format(pattern, f"0{p}b")
+    description = (
+        f"`{top}` is {a_n(nw)} {nw}-bit Fibonacci LFSR with a serial shift mode. In LFSR mode each enabled step shifts "
+        f"`{q}` left by one and inserts the XOR of bits {', '.join(map(str, tap_bits))} of the old value "
+        f"(mask {nw}'h{taps:x}); from any non-zero value the sequence repeats after {full} steps. Reset loads "
+        f"{default} ({nw}'h{default:x}).\n\n"
+        f"Priority on each rising edge: `{ld}` loads `{seed}`; else in shift mode an enabled step shifts `{sin}` "
+        f"in at bit 0; else, if the register is all zeros (lock-up), an enabled step reloads {default} and "
+        f"increments `{n['recov']}`; else an enabled step is an LFSR step. A step counter counts LFSR steps and "
+        f"restarts at 0 on a load, a shift or a recovery; after {full} steps it returns to 0 and "
+        f"`{n['period']}` pulses.\n\n"
+        f"The serial bits shifted in are also collected in a {p}-bit history (newest bit at the bottom); "
+        f"`{n['pat']}` is set once the history equals {pat_bits} (first bit first).")
+
+    # stimulus -----------------------------------------------------------------------------
+    pat_seq = [int(c) for c in pat_bits]
+
+    def start(s: Stim) -> None:
+        s.note("hold, load all ones and a seed, a few LFSR steps")
+        s.step(1, **{seed: full}).step(1, **{ld: 1}).step(1, **{seed: 1}).step(1, **{ld: 0})
+        s.step(4, **{en: 1}).step(1, **{en: 0})
+
+    def lockup(s: Stim, times: int) -> None:
+        for _ in range(times):
+            s.note("load zero: lock-up, wait, then a step recovers")
+            s.step(1, **{ld: 1, seed: 0}).step(2, **{ld: 0}).step(1, **{en: 1}).step(1, **{en: 0})
+
+    def serial(s: Stim, bits: list[int]) -> None:
+        for b in bits:
+            s.step(1, **{sin: b})
+
+    s = Stim(ports)
+    start(s)
+    s.note(f"a full period: {full} LFSR steps from a fresh seed")
+    s.step(1, **{ld: 1, seed: default}).step(full + 2, **{ld: 0, en: 1}).step(1, **{en: 0})
+    lockup(s, 2)
+    s.note(f"shift mode: ones, the {p}-bit pattern, then zeros down to an all-zero register")
+    s.step(1, **{mode: 1, en: 1})
+    serial(s, [1] * max(p, nw) + pat_seq + [0] * max(p, nw))
+    s.step(2, **{en: 0})
+    s.note("back to LFSR mode from all zeros: one more recovery")
+    s.step(1, **{mode: 0, en: 1}).step(1, **{en: 0})
+    finish_with_reset(s, **{en: 0})
+    strong = s.text()
+
+    s = Stim(ports)
+    start(s)
+    s.note("half a period")
+    s.step(1, **{ld: 1, seed: default}).step(full // 2, **{ld: 0, en: 1}).step(1, **{en: 0})
+    lockup(s, 1)
+    s.note("shift random bits")
+    s.step(1, **{mode: 1, en: 1}).step(max(p, nw), **{sin: None}).step(1, **{en: 0, mode: 0, sin: 0})
+    medium = s.text()
+
+    s = Stim(ports)
+    s.step(3, **{en: 1})
+    weak = s.text()
+
+    params = {"width": nw, "taps": taps, "default_seed": default, "pattern": pattern, "pattern_bits": p}
+    return Design(top, ports, body, f"{nw}-bit LFSR with shift mode, lock-up recovery and pattern detect (generated)",
+                  description, {"strong": strong, "medium": medium, "weak": weak}, params,
+                  reset_desc=f"asynchronous active-low reset; loads {default} and clears the counters and flags.")

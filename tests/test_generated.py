@@ -1,0 +1,108 @@
+"""The procedural task generator (tasks=generated): determinism, well-formed tasks, designs that
+build, and reference programs whose coverage is graded strong > medium > weak > random."""
+import pytest
+
+from chorus.stimulus.aliases import alias_map
+from chorus.stimulus.formats import render, score
+from chorus.stimulus.program import parse_vectors, random_program, render_vectors
+from chorus.tasks import load_tasks
+from chorus.tasks.generated import DIFFICULTIES, FAMILIES, generate_task, generate_tasks
+from chorus.tasks.generated.shift_lfsr import MAXIMAL_TAPS, lfsr_period
+
+
+
+def test_same_seed_same_tasks_and_longer_lists_extend():
+    a = generate_tasks(seed=3, per_family=2, difficulty="medium")
+    b = generate_tasks(seed=3, per_family=2, difficulty="medium")
+    assert [t.to_dict() for t in a] == [t.to_dict() for t in b]
+    assert len(a) == 2 * len(FAMILIES)
+    more = generate_tasks(seed=3, per_family=3, difficulty="medium")
+    assert [t.to_dict() for t in more if t.meta["index"] < 2] == [t.to_dict() for t in a]
+
+
+def test_different_seeds_and_indices_give_different_designs():
+    a = generate_tasks(seed=0, per_family=2, difficulty="hard")
+    b = generate_tasks(seed=1, per_family=2, difficulty="hard")
+    for x, y in zip(a, b):
+        assert x.rtl != y.rtl, x.id
+    assert len({str(t.rtl) for t in a}) == len(a)
+
+
+def test_bad_family_or_difficulty_is_a_one_line_error():
+    with pytest.raises(ValueError, match="unknown difficulty 'extreme'; choose one of") as info:
+        generate_tasks(difficulty="extreme")
+    assert "\n" not in str(info.value) and "medium" in str(info.value)
+    with pytest.raises(ValueError, match=r"unknown generated family \['cpu'\]; choose from") as info:
+        generate_tasks(families=["counter", "cpu"])
+    assert "shift_lfsr" in str(info.value)
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_tasks_are_well_formed(difficulty):
+    tasks = generate_tasks(seed=5, per_family=4, difficulty=difficulty)
+    assert len({t.id for t in tasks}) == len(tasks)
+    for t in tasks:
+        k = t.meta["index"]
+        assert t.id == f"gen_{t.family}_{k}_s5_{difficulty}"
+        assert (t.source, t.difficulty, t.instance, t.meta["seed"]) == ("generated", difficulty, "uut", 5)
+        assert t.split == ("test" if k % 4 == 3 else "train")
+        assert list(t.rtl) == [f"rtl/{t.top}.sv"] and f"module {t.top} (" in t.rtl[f"rtl/{t.top}.sv"]
+        assert f"instantiate `{t.top}` with the instance name `uut`" in t.spec
+        assert 0 < t.target < 100
+        src = t.rtl[f"rtl/{t.top}.sv"]
+        assert "initial" not in src and "$display" not in src
+        amap = alias_map(t)
+        assert amap.clock.port == "clk" and amap.reset.alias == "rst_n" and not amap.unmapped
+        assert all(a.description for a in amap.inputs + amap.outputs), t.id  # every port is in the spec
+        for grade in ("strong", "medium", "weak"):
+            program = parse_vectors(t.meta["programs"][grade], amap)
+            assert not program.is_empty
+        assert "module chorus_tb" in t.reference_tb and f"{t.top} uut (" in t.reference_tb
+
+
+def test_suite_loader_passes_options_through():
+    tasks = load_tasks("generated", seed=2, per_family=4, difficulty="easy", families=["fsm"], split="test")
+    assert [t.id for t in tasks] == ["gen_fsm_3_s2_easy"]
+
+
+@pytest.mark.parametrize("width", sorted(MAXIMAL_TAPS))
+def test_lfsr_taps_are_maximal(width):
+    for mask in MAXIMAL_TAPS[width]:
+        assert lfsr_period(width, mask) == (1 << width) - 1, hex(mask)
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "hard"])
+def test_every_family_builds(difficulty, sim_cfg):
+    # medium designs are built by test_reference_programs_are_graded
+    for family in FAMILIES:
+        t = generate_task(family, 1, seed=0, difficulty=difficulty, with_reference_tb=False)
+        r = score("vectors", t, t.meta["programs"]["weak"], sim_cfg)
+        assert r.status == "ok", f"{t.id}: {r.reason}\n{r.build_log[-2000:]}"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_reference_programs_are_graded(family, sim_cfg):
+    t = generate_task(family, 0, seed=0, difficulty="medium", with_reference_tb=False)
+    got = {}
+    for grade in ("strong", "medium", "weak"):
+        r = score("vectors", t, t.meta["programs"][grade], sim_cfg)
+        assert r.status == "ok", f"{t.id} {grade}: {r.reason}\n{r.build_log[-2000:]}"
+        got[grade] = r.overall
+    rand = score("vectors", t, render_vectors(random_program(alias_map(t), cycles=500, seed=0)), sim_cfg)
+    got["random"] = rand.overall
+    assert got["strong"] >= t.target, got
+    assert got["strong"] > got["medium"] > got["weak"], got
+    assert got["medium"] < t.target, got
+    assert got["random"] < t.target and got["random"] <= got["strong"] - 10, got
+
+
+def test_strong_program_scores_the_same_in_every_format(sim_cfg):
+    t = generate_task("fsm", 0, seed=0, difficulty="medium")
+    program = parse_vectors(t.meta["programs"]["strong"], alias_map(t))
+    assert t.reference_tb == render("testbench", t, program)
+    vec = score("vectors", t, t.meta["programs"]["strong"], sim_cfg)
+    body = score("body", t, render("body", t, program), sim_cfg)
+    tb = score("testbench", t, t.reference_tb, sim_cfg)
+    assert vec.status == body.status == tb.status == "ok", (body.reason, tb.reason)
+    assert vec.report.counts == body.report.counts == tb.report.counts
+    assert vec.overall == pytest.approx(body.overall) == pytest.approx(tb.overall)
