@@ -41,9 +41,9 @@ class PolicyConf:
 class FormatConf:
     name: str = "testbench"
     reset_cycles: int = 2  # body, vectors, cocotb: cycles of reset chorus applies first
-    max_time_ns: int = 1_000_000  # body: the skeleton's own time limit
+    max_time_ns: int = 1_000_000  # body, cocotb: simulated-time limit chorus imposes
     max_cycles: int = 20000  # vectors: longest accepted stimulus
-    seed: int = 1  # vectors: draws for `?` values
+    seed: int = 1  # vectors, cocotb: seed for random draws
 
 
 def _simulator_schema():

@@ -16,6 +16,7 @@ from ..sim import SimConfig, SimResult, simulate
 from ..sim.prebuilt import run_harness
 from ..sim.svlex import tokenize
 from ..tasks.schema import Task
+from . import cocotb_stimulus
 from .aliases import AliasMap, alias_map
 from .program import Program, VectorsError, expand, parse_vectors, render_vectors
 from .skeleton import body_testbench, render_body, vectors_harness
@@ -107,6 +108,7 @@ FORMATS: dict[str, Format] = {
     "testbench": Format("testbench", _testbench_score, _testbench_render),
     "body": Format("body", _body_score, _body_render),
     "vectors": Format("vectors", _vectors_score, _vectors_render),
+    "cocotb": Format("cocotb", cocotb_stimulus.score, cocotb_stimulus.render),
 }
 
 

@@ -12,6 +12,7 @@ from .program import RANDOM, Program
 
 CLOCK_HALF_NS = 5
 TOP = "chorus_tb"
+COCOTB_TOP = "chorus_cocotb_top"
 
 
 def _decl(width: int) -> str:
@@ -24,10 +25,31 @@ def prelude(task: Task, amap: AliasMap) -> list[str]:
         lines.append(f"  logic {amap.reset.alias} = 1'b{amap.reset_active};")
     lines += [f"  logic {_decl(a.width)}{a.alias} = '0;" for a in amap.inputs]
     lines += [f"  wire {_decl(a.width)}{a.alias};" for a in amap.outputs]
-    conns = [f".{a.port}({a.alias})" for a in amap.all]
-    lines.append(f"  {task.top} {task.instance} ({', '.join(conns)});")
+    lines.append(dut_instance(task, amap))
     lines.append(f"  always #{CLOCK_HALF_NS} clk = ~clk;")
     return lines
+
+
+def dut_instance(task: Task, amap: AliasMap) -> str:
+    """The DUT under its required instance name, each port wired to the signal named by its alias."""
+    conns = [f".{a.port}({a.alias})" for a in amap.all]
+    return f"  {task.top} {task.instance} ({', '.join(conns)});"
+
+
+def cocotb_wrapper(task: Task, amap: AliasMap, top: str = COCOTB_TOP) -> str:
+    """A toplevel whose ports are the aliases around the DUT, for cocotb to drive through VPI.
+
+    Only these ports are made visible to VPI (not --public-flat-rw), so stimulus cannot reach
+    or force signals inside the DUT. `clk` is a port even when the design has no clock.
+    """
+    pub = " /*verilator public_flat_rw*/"
+    ports = ["input  logic clk"] + ([f"input  logic {amap.reset.alias}"] if amap.reset else [])
+    ports += [f"input  logic {_decl(a.width)}{a.alias}" for a in amap.inputs]
+    ports += [f"output wire  {_decl(a.width)}{a.alias}" for a in amap.outputs]
+    lines = ["`timescale 1ns/1ps", f"module {top} ("]
+    lines += [f"  {p}{pub}{',' if i < len(ports) - 1 else ''}" for i, p in enumerate(ports)]
+    lines += [");", dut_instance(task, amap), "endmodule", ""]
+    return "\n".join(lines)
 
 
 def reset_sequence(amap: AliasMap, cycles: int) -> list[str]:
@@ -74,9 +96,12 @@ def render_body(program: Program, amap: AliasMap) -> str:
     out = []
     r = amap.reset
     for s in program.steps:
-        fixed = [f"{a} = {_literal(amap, a, v)};" for a, v in s.assigns if v is not RANDOM]
-        rand = [f"{a} = $urandom;" for a, v in s.assigns if v is RANDOM]
-        if s.reset and r:
+        # As in vectors, driving the reset alias active holds reset for this step only.
+        reset = bool(r) and (s.reset or any(a == r.alias and v == amap.reset_active for a, v in s.assigns))
+        assigns = [(a, v) for a, v in s.assigns if not (r and a == r.alias)]
+        fixed = [f"{a} = {_literal(amap, a, v)};" for a, v in assigns if v is not RANDOM]
+        rand = [f"{a} = $urandom;" for a, v in assigns if v is RANDOM]
+        if reset:
             fixed.insert(0, f"{r.alias} = 1'b{amap.reset_active};")
         if fixed:
             out.append("    " + " ".join(fixed))
@@ -84,7 +109,7 @@ def render_body(program: Program, amap: AliasMap) -> str:
             out.append(f"    repeat ({s.cycles}) begin {' '.join(rand)} @(negedge clk); end")
         else:
             out.append(f"    repeat ({s.cycles}) @(negedge clk);" if s.cycles > 1 else "    @(negedge clk);")
-        if s.reset and r:
+        if reset:
             out.append(f"    {r.alias} = 1'b{1 - amap.reset_active};")
     return "\n".join(out) + "\n"
 

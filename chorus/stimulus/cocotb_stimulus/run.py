@@ -1,0 +1,243 @@
+"""Build the DUT + alias wrapper once per design with cocotb's Verilator main, then run it per
+stimulus module in a fresh directory and score coverage like every other format."""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ...sim.build import _classify_failure, build_fingerprint, make_vars, verilator_flags
+from ...sim.cache import ResultCache, default_cache_root
+from ...sim.config import SimConfig
+from ...sim.design import design_facts
+from ...sim.process import run_limited
+from ...sim.result import SimResult
+from ...sim.runtime import RuntimeBuildError, ensure_runtime
+from ...sim.simulate import run_and_score, stage_design
+from ...sim.toolchain import ToolchainError, find_toolchain, flagset_key
+from ...tasks.schema import Task
+from ..aliases import AliasMap, alias_map
+from ..skeleton import CLOCK_HALF_NS, COCOTB_TOP, cocotb_wrapper
+from .check import STIMULUS_FILE
+
+VERSION = "1"
+HARNESS_MODULE = "chorus_cocotb_harness"
+HARNESS = (Path(__file__).resolve().parent / "harness_module.py").read_text()
+_SAFE_BUILTINS = ("abs all any bin bool bytes chr dict divmod enumerate filter float format frozenset hex int "
+                  "isinstance iter len list map max min next oct ord pow print range repr reversed round set "
+                  "slice sorted str sum tuple zip Exception ValueError TypeError RuntimeError AssertionError "
+                  "ArithmeticError ZeroDivisionError IndexError KeyError LookupError AttributeError "
+                  "NotImplementedError OverflowError StopIteration StopAsyncIteration TimeoutError").split()
+
+_FAILED: dict[str, SimResult] = {}
+
+
+def _cocotb_paths() -> tuple[Path, Path, str]:
+    import cocotb
+    import cocotb_tools.config as cc
+
+    return Path(cc.libs_dir), Path(cc.share_dir) / "lib" / "verilator" / "verilator.cpp", cocotb.__version__
+
+
+def build_key(task: Task, wrapper: str, cfg: SimConfig, tc) -> str:
+    libs, main, version = _cocotb_paths()
+    h = hashlib.sha256()
+    for part in (sorted(task.rtl.items()), sorted(task.defines.items()), task.top, wrapper, build_fingerprint(cfg),
+                 tc.version, str(libs), main.read_bytes(), version, VERSION):
+        h.update(repr(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def ensure_build(task: Task, cfg: SimConfig) -> tuple[Path | None, str, SimResult | None]:
+    """The cached cocotb simulation binary for this design, building it on first use."""
+    try:
+        tc = find_toolchain()
+        wrapper = cocotb_wrapper(task, alias_map(task))
+        key = build_key(task, wrapper, cfg, tc)
+    except (ToolchainError, ImportError) as exc:
+        return None, "", SimResult("harness_error", f"cocotb format unavailable: {exc}")
+    root = default_cache_root(cfg.cache_dir)
+    binary = root / "cocotb" / key / "sim"
+    if binary.exists():
+        return binary, key, None
+    if key in _FAILED:
+        return None, key, _FAILED[key]
+    binary.parent.parent.mkdir(parents=True, exist_ok=True)
+    with open(binary.parent.parent / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.exists():
+            return binary, key, None
+        failure = _build_into(task, wrapper, cfg, tc, root, binary)
+    if failure is not None:
+        _FAILED[key] = failure
+        return None, key, failure
+    return binary, key, None
+
+
+def _build_into(task: Task, wrapper: str, cfg: SimConfig, tc, root: Path, binary: Path) -> SimResult | None:
+    libs, main, _ = _cocotb_paths()
+    workdir = Path(tempfile.mkdtemp(prefix="chorus-cocotb-build-"))
+    try:
+        design, obj = workdir / "design", workdir / "obj"
+        design.mkdir()
+        sources = stage_design(task, design)
+        if isinstance(sources, SimResult):
+            return sources
+        (design / "verif").mkdir(exist_ok=True)
+        (design / "verif" / f"{COCOTB_TOP}.sv").write_text(wrapper)
+        shutil.copy(main, design / "verilator.cpp")
+        env, flags, mvars = tc.env(), verilator_flags(cfg), make_vars(cfg, tc)
+        try:  # the same prebuilt runtime objects as every other build
+            kit = ensure_runtime(tc, flags, mvars, root) if cfg.prebuilt_runtime else None
+        except RuntimeBuildError as exc:
+            return SimResult("harness_error", str(exc).splitlines()[0])
+        cmd = [str(tc.verilator), *flags, "--vpi", "--prefix", "Vtop", "--top-module", COCOTB_TOP,
+               "--Mdir", str(obj), "-o", "sim", "-LDFLAGS", f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator",
+               *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in task.defines.items()),
+               *sources, f"verif/{COCOTB_TOP}.sv", "verilator.cpp"]
+        v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=workdir / "verilator.log",
+                        mem_mb=cfg.mem_limit_mb, file_mb=512)
+        if v.timed_out or v.returncode != 0:
+            status, reason = (("timeout", "Verilator timed out") if v.timed_out
+                              else _classify_failure(v.log, v.returncode))
+            return SimResult(status, f"the design does not build with the cocotb wrapper: {reason}", build_log=v.log)
+        # --vpi adds runtime objects the shared kit lacks (verilated_vpi.o, verilated_dpi.o); like the
+        # kit they depend only on the flags, so the first cocotb build keeps them for the next ones.
+        extra = root / "cocotb" / f"runtime-{flagset_key(tc, flags, mvars)}"
+        for o in (*(kit.objects if kit else ()), *sorted(extra.glob("verilated*.o"))):
+            shutil.copy(o, obj / o.name)  # copy, not copy2: must be newer than Vtop.mk
+        if kit is not None:
+            classes = obj / "Vtop_classes.mk"
+            if cfg.pch and kit.pch_header is not None and "VM_PARALLEL_BUILDS = 1" not in classes.read_text():
+                mvars = {**mvars, "OPT_FAST": f"{mvars['OPT_FAST']} -include {kit.pch_header}"}
+        cmd = ["make", "-s", "-C", str(obj), "-f", "Vtop.mk", f"-j{max(1, cfg.jobs)}",
+               *(f"{k}={x}" for k, x in mvars.items())]
+        m = run_limited(cmd, cwd=obj, env=env, timeout_s=max(1.0, cfg.build_timeout_s - v.seconds),
+                        log_path=workdir / "make.log", mem_mb=cfg.mem_limit_mb, file_mb=512)
+        if m.timed_out or m.returncode != 0 or not (obj / "sim").exists():
+            first = next((ln for ln in m.log.splitlines() if "error" in ln.lower()), m.log.strip()[-200:])
+            return SimResult("timeout" if m.timed_out else "harness_error",
+                             f"C++ build of the cocotb model failed: {first[:300]}", build_log=v.log + m.log)
+        if not extra.exists():
+            tmp = extra.with_name(f"{extra.name}.{os.getpid()}.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            for o in set(obj.glob("verilated*.o")) - {obj / k.name for k in (kit.objects if kit else ())}:
+                shutil.copy2(o, tmp / o.name)
+            try:
+                tmp.rename(extra)
+            except OSError:  # another process stored them first
+                shutil.rmtree(tmp, ignore_errors=True)
+        stage = binary.parent.with_name(binary.parent.name + ".tmp")
+        shutil.rmtree(stage, ignore_errors=True)
+        stage.mkdir(parents=True)
+        shutil.copy2(obj / "sim", stage / "sim")
+        shutil.rmtree(binary.parent, ignore_errors=True)
+        stage.rename(binary.parent)
+        return None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- one evaluation
+
+def _max_time_ns(cfg: SimConfig, opts: dict) -> float:
+    return float(min(opts.get("max_time_ns", cfg.max_sim_time_ns), cfg.max_sim_time_ns))
+
+
+def _wall_s(cfg: SimConfig) -> float:
+    """Wall-clock budget inside the run: ends it with coverage before run_limited kills it."""
+    return max(1.0, cfg.run_timeout_s - 5.0)
+
+
+def _env(run: Path, amap: AliasMap, opts: dict, cfg: SimConfig) -> dict[str, str]:
+    import cocotb_tools.config as cc
+    import find_libpython
+
+    libpython = find_libpython.find_libpython()
+    harness = {"stimulus": str(run / STIMULUS_FILE), "half_ns": CLOCK_HALF_NS, "builtins": list(_SAFE_BUILTINS),
+               "reset": amap.reset.alias if amap.reset else None, "reset_active": amap.reset_active,
+               "reset_cycles": int(opts.get("reset_cycles", 2)), "seed": int(opts.get("seed", 1)),
+               "max_time_ns": _max_time_ns(cfg, opts), "wall_s": _wall_s(cfg), "watch_ns": 2000 * CLOCK_HALF_NS}
+    # What cocotb_tools.runner.Verilator sets for a test run, for our own process limits.
+    return {"PATH": f"{os.environ.get('PATH', '/usr/bin:/bin')}:{cc.libs_dir}",
+            "PYTHONPATH": os.pathsep.join([str(run), *(p for p in sys.path if p)]),
+            "PYGPI_PYTHON_BIN": sys.executable, "LIBPYTHON_LOC": str(libpython),
+            "GPI_USERS": f"{libpython};{cc.pygpi_entry_point()}", "COCOTB_TEST_MODULES": HARNESS_MODULE,
+            "COCOTB_TOPLEVEL": COCOTB_TOP, "TOPLEVEL_LANG": "verilog", "COCOTB_TRUST_INERTIAL_WRITES": "1",
+            "COCOTB_RANDOM_SEED": str(int(opts.get("seed", 1))), "COCOTB_RESULTS_FILE": "/dev/null",
+            "COCOTB_ANSI_OUTPUT": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+            # No pytest assertion rewriting: it builds a pytest config, loading every installed
+            # pytest plugin (hydra, trio, ...) into each run for ~0.2 s.
+            "COCOTB_REWRITE_ASSERTION_FILES": "", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "CHORUS_COCOTB": json.dumps(harness)}
+
+
+def _error_from_log(log: str) -> str:
+    """The exception of a task the stimulus started, from the traceback cocotb logs for it."""
+    lines = log.splitlines()
+    frames = [i for i, ln in enumerate(lines) if f'File "{STIMULUS_FILE}", line' in ln]
+    if not frames:
+        return "an exception in a task it started (see the run log)"
+    line = re.search(r"line (\d+)", lines[frames[-1]]).group(1)
+    for ln in lines[frames[-1] + 2:frames[-1] + 12]:
+        m = re.match(r"\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Iteration)\w*)(?::\s*(.*))?$", ln)
+        if m:
+            return f"{m.group(1)} at line {line}: {m.group(2) or ''}".rstrip(": ")[:300]
+    return f"an exception at line {line} in a task it started (see the run log)"
+
+
+def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
+    """Run a checked stimulus module against the design's cached cocotb build and score coverage."""
+    t0 = time.monotonic()
+    binary, bkey, failure = ensure_build(task, cfg)
+    if failure is not None:
+        return failure
+    amap = alias_map(task)
+    knobs = (opts.get("reset_cycles", 2), opts.get("seed", 1), _max_time_ns(cfg, opts))
+    key = hashlib.sha256(repr((bkey, task.instance, text, HARNESS, knobs, cfg.fingerprint())).encode()).hexdigest()
+    cache = ResultCache(default_cache_root(cfg.cache_dir)) if cfg.cache else None
+    if cache and (hit := cache.get(key)):
+        return hit
+    workdir = Path(tempfile.mkdtemp(prefix="chorus-cocotb-"))
+    try:
+        run, out = workdir / "run", workdir / "out"
+        run.mkdir()
+        out.mkdir()
+        (run / STIMULUS_FILE).write_text(text)
+        (run / f"{HARNESS_MODULE}.py").write_text(HARNESS)
+        facts = design_facts(tuple(sorted(task.rtl.items())), tuple(sorted(task.defines.items())))
+        args = ("--coverage-per-instance", f"+verilator+coverage+file+{out / 'coverage.dat'}")
+        result = run_and_score(task, cfg, binary, run, out, facts, {}, extra_args=args,
+                               extra_env=_env(run, amap, opts, cfg))
+        try:
+            status = json.loads((out / "status.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            status = None
+        if status is None and result.status == "runtime_error":
+            tail = [ln for ln in result.run_log.splitlines() if ln.strip()][-1:] or ["no output"]
+            result.status = "harness_error"
+            result.reason = f"cocotb did not start the chorus harness: {tail[0][:200]}"
+        elif status and status.get("end") == "wall_clock" and result.report:
+            result.status = "timeout"
+            result.reason = (f"stopped after {_wall_s(cfg):.0f} s of wall clock (a loop without await, "
+                             "or too long a run); coverage kept")
+        elif status and status.get("end") == "exception" and result.status == "ok":
+            kept = "coverage up to that point is kept" if result.report else "no coverage"
+            error = status.get("error") or _error_from_log(result.run_log)
+            result.status, result.reason = "runtime_error", f"the stimulus raised {error} ({kept})"
+    finally:
+        if not cfg.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result.seconds["total"] = round(time.monotonic() - t0, 4)
+    if cache and result.status != "harness_error":
+        cache.put(key, result)
+    return result
