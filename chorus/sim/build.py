@@ -74,7 +74,7 @@ def _parallel_build(obj: Path) -> bool:
     return classes.exists() and "VM_PARALLEL_BUILDS = 1" in classes.read_text()
 
 
-def _classify_failure(log: str, returncode: int | None) -> tuple[str, str]:
+def classify_failure(log: str, returncode: int | None) -> tuple[str, str]:
     if returncode is not None and returncode < 0:
         return "harness_error", f"Verilator was killed by signal {-returncode}"
     internal = _INTERNAL.search(log)
@@ -107,7 +107,7 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     if v.timed_out:
         return BuildOutcome("timeout", f"Verilator did not finish in {cfg.build_timeout_s:.0f} s", v.log, v.seconds)
     if v.returncode != 0:
-        status, reason = _classify_failure(v.log, v.returncode)
+        status, reason = classify_failure(v.log, v.returncode)
         return BuildOutcome(status, reason, v.log, v.seconds)
     make_args = dict(mvars)
     if kit is not None:

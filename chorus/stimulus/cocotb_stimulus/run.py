@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ...sim.build import _classify_failure, build_fingerprint, make_vars, verilator_flags
+from ...sim.build import classify_failure, build_fingerprint, make_vars, verilator_flags
 from ...sim.cache import ResultCache, default_cache_root
 from ...sim.config import SimConfig
 from ...sim.design import design_facts
@@ -107,7 +107,7 @@ def _build_into(task: Task, wrapper: str, cfg: SimConfig, tc, root: Path, binary
                         mem_mb=cfg.mem_limit_mb, file_mb=512)
         if v.timed_out or v.returncode != 0:
             status, reason = (("timeout", "Verilator timed out") if v.timed_out
-                              else _classify_failure(v.log, v.returncode))
+                              else classify_failure(v.log, v.returncode))
             return SimResult(status, f"the design does not build with the cocotb wrapper: {reason}", build_log=v.log)
         # --vpi adds runtime objects the shared kit lacks (verilated_vpi.o, verilated_dpi.o); like the
         # kit they depend only on the flags, so the first cocotb build keeps them for the next ones.
