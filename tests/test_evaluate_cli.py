@@ -68,3 +68,17 @@ def test_cvdp_problems_load_through_the_cli(tmp_path, cache_root, cvdp_dir):
     assert p.returncode == 0, p.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_tasks"] == 83 and summary["status_counts"] == {"missing": 83}
+
+
+def test_generated_tasks_in_the_vectors_format_grade_reference_quality(tmp_path, cache_root):
+    means = {}
+    for quality in ("strong", "weak"):
+        out = tmp_path / quality
+        p = evaluate("tasks=generated", "tasks.per_family=1", "tasks.families=[counter,fsm]", "format=vectors",
+                     "policy=reference", f"policy.quality={quality}", f"hydra.run.dir={out}", cache_root=cache_root)
+        assert p.returncode == 0, p.stderr
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["n_tasks"] == 2 and summary["format"] == "vectors"
+        means[quality] = (summary["pass_rate"], summary["mean_overall"])
+    assert means["strong"][0] == 1.0 and means["weak"][0] == 0.0
+    assert means["weak"][1] < means["strong"][1] - 30
