@@ -38,3 +38,11 @@ def and2_task() -> Task:
 def counter_task() -> Task:
     return Task(id="cnt", spec="counter", rtl={"cnt.sv": COUNTER}, top="cnt", instance="uut",
                 targets={"overall": 90.0})
+
+
+@pytest.fixture(scope="session")
+def tiny_xs(cache_root) -> Path:
+    """A real (random-init) xs model + tokenizer in Hugging Face format, built once per session."""
+    from chorus.policy.tiny import build_tiny
+
+    return build_tiny("xs", seed=0, cache_root=cache_root)

@@ -1,0 +1,96 @@
+"""Prompts in the LLM4Cov / CVDP-ECov style, one user-message builder per stimulus format.
+
+The system message asks for a `filename:` line and one fenced block of stimulus only. The user
+message carries the spec, the RTL and format-specific instructions. `render_prompt` applies the
+tokenizer's chat template when it has one (plain text otherwise) and enforces a maximum prompt
+length by shortening the RTL and spec, reporting what it cut.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..stimulus.aliases import alias_map, alias_table
+from ..stimulus.program import __doc__ as VECTORS_DOC
+from ..tasks.schema import Task
+
+SYSTEM = ("You write stimulus for hardware verification. Reply with a line `filename: <name>` and then "
+          "exactly one fenced code block. The block holds stimulus only: no checks, assertions or "
+          "expected values.")
+FENCE = {"testbench": "systemverilog", "body": "systemverilog", "vectors": "vectors", "cocotb": "python"}
+FILENAME = {"testbench": "{tb}", "body": "stimulus.sv", "vectors": "stimulus.vec", "cocotb": "stimulus.py"}
+
+
+class PromptTooLong(ValueError):
+    """Even the shortest prompt does not fit the context; the message says by how much."""
+
+
+def _instructions(task: Task, fmt: str) -> str:
+    if fmt == "testbench":
+        return (f"Write a SystemVerilog testbench `{task.tb_name.rsplit('.', 1)[0]}` that instantiates the "
+                f"`{task.top}` module with the instance name `{task.instance}`, drives input stimulus that "
+                f"reaches high code coverage, and ends with $finish. Stimulus only.")
+    table = alias_table(alias_map(task))
+    if fmt == "body":
+        return ("chorus declares the signals below, instantiates the design, runs the clock and applies reset. "
+                "Write only the statements of an initial block that drive the inputs, using these aliases "
+                "(change inputs after `@(negedge clk)`):\n" + table)
+    if fmt == "vectors":
+        syntax = "\n\n".join(VECTORS_DOC.split("\n\n")[1:4]) if VECTORS_DOC else ""
+        return "Write stimulus vectors for these inputs:\n" + table + "\n\n" + syntax
+    if fmt == "cocotb":
+        return ("Write a cocotb module with `async def stimulus(dut)` that drives these aliases "
+                "(`dut.in0.value = ...`, `await FallingEdge(dut.clk)`); chorus starts the clock and applies "
+                "reset. Import only cocotb, random and math.\n" + table)
+    raise ValueError(f"no prompt for stimulus format {fmt!r}")
+
+
+def user_message(task: Task, fmt: str, rtl_chars: int | None = None, spec_chars: int | None = None) -> str:
+    spec = task.spec if spec_chars is None else task.spec[:spec_chars]
+    parts = [spec.strip()]
+    for name, text in sorted(task.rtl.items()):
+        body = text if rtl_chars is None else text[:rtl_chars]
+        cut = "\n// ... (truncated)" if rtl_chars is not None and len(text) > rtl_chars else ""
+        parts.append(f"RTL `{name}`:\n```systemverilog\n{body.rstrip()}{cut}\n```")
+    parts.append(_instructions(task, fmt))
+    parts.append(f"Answer with `filename: {FILENAME[fmt].format(tb=task.tb_name)}` and one ```{FENCE[fmt]} block.")
+    return "\n\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    n_tokens: int
+    truncated: bool
+    note: str = ""  # what was shortened to fit
+
+
+def messages(task: Task, fmt: str, **kw) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_message(task, fmt, **kw)}]
+
+
+def _render(tokenizer, msgs: list[dict]) -> str:
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    return "\n\n".join(f"{m['role'].upper()}:\n{m['content']}" for m in msgs) + "\n\nASSISTANT:\n"
+
+
+def render_prompt(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> Prompt:
+    """The prompt text for `tokenizer`, shortened (RTL first, then spec) to fit."""
+    def size(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    text = _render(tokenizer, messages(task, fmt))
+    n = size(text)
+    if n <= max_prompt_tokens:
+        return Prompt(text, n, False)
+    longest = max((len(t) for t in task.rtl.values()), default=0)
+    for frac in (0.5, 0.25, 0.1, 0.0):
+        for spec_frac in (1.0, 0.5, 0.2, 0.0):
+            rtl_chars, spec_chars = int(longest * frac), int(len(task.spec) * spec_frac)
+            text = _render(tokenizer, messages(task, fmt, rtl_chars=rtl_chars, spec_chars=spec_chars))
+            m = size(text)
+            if m <= max_prompt_tokens:
+                return Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL cut to {rtl_chars} "
+                                             f"chars per file, spec to {spec_chars} chars")
+    raise PromptTooLong(f"task {task.id}: the prompt needs {m} tokens even with RTL and spec removed, more than "
+                        f"max_prompt_tokens={max_prompt_tokens}; raise it or use a model with a longer context")

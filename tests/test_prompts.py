@@ -1,0 +1,56 @@
+"""Prompts: chat template, per-format instructions, and honest truncation."""
+import pytest
+from transformers import AutoTokenizer
+
+from chorus.policy.prompts import PromptTooLong, messages, render_prompt, user_message
+from chorus.tasks import load_tasks
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_tasks("generated", per_family=1, families=["counter"])[0]
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_xs):
+    return AutoTokenizer.from_pretrained(tiny_xs)
+
+
+@pytest.mark.parametrize("fmt, must", [
+    ("testbench", ["instance name `uut`", "```systemverilog block", "filename: tb.sv"]),
+    ("body", ["in0 |", "@(negedge clk)", "filename: stimulus.sv"]),
+    ("vectors", ["in2=? x100", "rst x2", "```vectors block"]),
+    ("cocotb", ["async def stimulus(dut)", "```python block"]),
+])
+def test_user_message_carries_spec_rtl_and_format_instructions(task, fmt, must):
+    text = user_message(task, fmt)
+    assert task.spec.strip()[:60] in text and "RTL `rtl/" in text
+    for m in must:
+        assert m in text, m
+
+
+def test_chat_template_is_used_when_the_tokenizer_has_one(task, tok):
+    p = render_prompt(task, "vectors", tok, 10_000)
+    assert p.text.startswith("<|im_start|>system\n") and p.text.endswith("<|im_start|>assistant\n")
+    assert not p.truncated and p.n_tokens == len(tok(p.text, add_special_tokens=False)["input_ids"])
+
+
+def test_plain_text_without_a_template(task, tok):
+    tok = AutoTokenizer.from_pretrained(tok.name_or_path)
+    tok.chat_template = None
+    p = render_prompt(task, "body", tok, 10_000)
+    assert p.text.startswith("SYSTEM:\n") and p.text.endswith("ASSISTANT:\n")
+
+
+def test_long_prompts_are_cut_and_say_so(task, tok):
+    full = render_prompt(task, "vectors", tok, 10_000)
+    short = render_prompt(task, "vectors", tok, full.n_tokens // 2)
+    assert short.truncated and short.n_tokens <= full.n_tokens // 2
+    assert f"prompt {full.n_tokens} tokens > {full.n_tokens // 2}" in short.note
+    with pytest.raises(PromptTooLong, match="raise it or use a model with a longer context"):
+        render_prompt(task, "vectors", tok, 50)
+
+
+def test_messages_are_system_then_user(task):
+    roles = [m["role"] for m in messages(task, "testbench")]
+    assert roles == ["system", "user"]
