@@ -32,9 +32,36 @@ class TasksConf:
 class PolicyConf:
     name: str = "reference"
     dir: Optional[str] = None  # policy=file
+    engine: str = "hf"  # policy=model: hf | vllm
+    max_new_tokens: int = 512  # policy=model
+    temperature: float = 1.0  # policy=model
+    top_p: float = 1.0  # policy=model
+    top_k: int = 0  # policy=model
+    max_prompt_tokens: int = 3072  # policy=model
+    threads: int = 1  # policy=model on CPU: torch threads (the other core simulates)
     quality: str = "strong"  # policy=reference on generated tasks: strong | medium | weak
     cycles: int = 500  # policy=random
     seed: int = 0  # policy=random
+
+
+@dataclass
+class ModelConf:
+    name: str = "tiny"  # tiny (built locally) | hf (any Hugging Face id or local path)
+    path: Optional[str] = None
+    size: str = "s"  # tiny presets: xs | s | m
+    seed: int = 0
+    dtype: str = "float32"
+    device: str = "cpu"
+    attn_implementation: Optional[str] = "eager"
+
+
+@dataclass
+class ProtocolConf:
+    name: str = "direct"  # direct | agentic
+    rounds: int = 3  # agentic: refinements after the first answer
+    markov: bool = False  # agentic: keep only system, user, best answer and its feedback
+    overlap: bool = True  # simulate finished samples while others still generate
+    batch_tasks: int = 4  # tasks per generation batch
 
 
 @dataclass
@@ -70,8 +97,10 @@ class EvaluateConf:
     tasks: Any = None
     policy: Any = None
     format: Any = None
+    model: Any = None
+    protocol: Any = None
     simulator: Any = None
-    samples: int = 1
+    n_samples: int = 1
     progress: bool = True
 
 
@@ -81,4 +110,6 @@ def register_configs() -> None:
     cs.store(group="tasks", name="tasks_schema", node=TasksConf)
     cs.store(group="policy", name="policy_schema", node=PolicyConf)
     cs.store(group="format", name="format_schema", node=FormatConf)
+    cs.store(group="model", name="model_schema", node=ModelConf)
+    cs.store(group="protocol", name="protocol_schema", node=ProtocolConf)
     cs.store(group="simulator", name="simulator_schema", node=SimulatorConf)

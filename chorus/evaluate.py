@@ -1,5 +1,6 @@
-"""python -m chorus.evaluate tasks=<bundled|cvdp|jsonl|generated> policy=<reference|file|random>
-    format=<testbench|body|vectors|cocotb> [hydra.run.dir=OUT]
+"""python -m chorus.evaluate tasks=<bundled|cvdp|jsonl|generated> policy=<reference|file|random|model>
+    format=<testbench|body|vectors|cocotb> [model=<tiny|hf> model.path=...] [protocol=<direct|agentic>]
+    [n_samples=N] [hydra.run.dir=OUT]
 
 Scores each task's stimulus in the simulator and writes OUT/per_task.jsonl,
 OUT/per_task.parquet and OUT/summary.json.
@@ -40,17 +41,38 @@ def run(cfg: dict, out_dir: Path) -> dict:
     get_format(fmt)
     policy = dict(cfg["policy"])
     name = policy.pop("name")
-    if name not in STATIC_POLICIES:
-        raise ValueError(f"unknown policy {name!r}; choose one of {sorted(STATIC_POLICIES)}")
-    if cfg["samples"] < 1:
-        raise ValueError(f"samples must be >= 1, got {cfg['samples']}")
-    completions = [STATIC_POLICIES[name](t, samples=cfg["samples"], fmt=fmt, fmt_options=fmt_options, **policy)
-                   for t in tasks]
+    n = cfg["n_samples"]
+    if n < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n}")
     sim, workers = sim_config(cfg["simulator"])
-    rows = score_completions(tasks, completions, sim, fmt, fmt_options, workers, progress=cfg["progress"])
+    if name == "model":
+        rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers)
+    elif name in STATIC_POLICIES:
+        completions = [STATIC_POLICIES[name](t, samples=n, fmt=fmt, fmt_options=fmt_options, **policy) for t in tasks]
+        rows = score_completions(tasks, completions, sim, fmt, fmt_options, workers, progress=cfg["progress"])
+    else:
+        raise ValueError(f"unknown policy {name!r}; choose one of {sorted([*STATIC_POLICIES, 'model'])}")
     summary = {**summarize(rows), "format": fmt, "policy": name}
     write_run(out_dir, rows, summary)
     return summary
+
+
+def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict, sim, workers) -> list[dict]:
+    from .policy.engines import SamplingParams, make_engine
+    from .policy.models import load_model
+    from .protocol import PROTOCOLS
+
+    proto = dict(cfg["protocol"])
+    proto_name = proto.pop("name")
+    if proto_name not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {proto_name!r}; choose one of {sorted(PROTOCOLS)}")
+    model, tok = load_model(**cfg["model"])
+    engine = make_engine(policy["engine"], model, tok, threads=policy["threads"])
+    params = SamplingParams(max_new_tokens=policy["max_new_tokens"], temperature=policy["temperature"],
+                            top_p=policy["top_p"], top_k=policy["top_k"], seed=policy["seed"])
+    return PROTOCOLS[proto_name](tasks, engine, tok, fmt, cfg["n_samples"], params, sim, fmt_options,
+                                 max_prompt_tokens=policy["max_prompt_tokens"], workers=workers,
+                                 progress=cfg["progress"], **proto)
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="evaluate", version_base="1.3")
@@ -58,7 +80,7 @@ def main(cfg: DictConfig) -> None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         summary = run(OmegaConf.to_container(cfg, resolve=True), out_dir)
-    except (TaskFormatError, ValueError, OSError) as exc:
+    except (TaskFormatError, ValueError, OSError) as exc:  # ModelLoadError and PromptTooLong are ValueErrors
         print(f"chorus.evaluate: error: {exc}", file=sys.stderr)
         sys.exit(2)
     print(f"{summary['n_tasks']} tasks, pass rate {summary['pass_rate']:.3f}, "

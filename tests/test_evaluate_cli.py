@@ -39,7 +39,7 @@ def test_file_policy_scores_files_and_reports_missing(tmp_path, cache_root):
     (tbs / f"{tasks[0].id}.sv").write_text(tasks[0].reference_tb.replace("$finish", "$finish; $system(\"ls\")"))
     out = tmp_path / "run"
     p = evaluate("tasks=bundled", "tasks.split=train", "tasks.limit=2", "policy=file", f"policy.dir={tbs}",
-                 "samples=2", f"hydra.run.dir={out}", cache_root=cache_root)
+                 "n_samples=2", f"hydra.run.dir={out}", cache_root=cache_root)
     assert p.returncode == 0, p.stderr
     rows = [json.loads(l) for l in (out / "per_task.jsonl").read_text().splitlines()]
     assert [(r["task_id"], r["sample"], r["status"]) for r in rows] == [

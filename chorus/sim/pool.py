@@ -21,6 +21,11 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
+def make_pool(workers: int | None = None) -> ProcessPoolExecutor:
+    """A worker pool for callers that submit as they go (e.g. while a model is still generating)."""
+    return ProcessPoolExecutor(max_workers=workers or default_workers(), mp_context=mp.get_context("forkserver"))
+
+
 def evaluate_many(jobs: Sequence[tuple[Task, str | None]], cfg: SimConfig | None = None,
                   workers: int | None = None,
                   on_result: Callable[[int, SimResult], None] | None = None,

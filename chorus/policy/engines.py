@@ -1,0 +1,95 @@
+"""Generation engines behind one interface: prompts in, completions with token ids and
+per-token log-probabilities out (trainers use both).
+
+`hf`: transformers `generate` (batched, KV cache, sampling parameters, stop once a fenced block
+closes). `vllm`: the same interface on vLLM for GPUs, optional. On CPU the HF engine uses one
+torch thread by default, so a simulator process can use the other core.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+
+@dataclass
+class Generation:
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]  # of each sampled token under the sampling distribution
+    finish_reason: str  # stop (fence closed) | eos | length (hit max_new_tokens)
+    prompt_tokens: int = 0
+    meta: dict = field(default_factory=dict)
+
+
+def _fence_closed(text: str) -> bool:
+    fences = [ln for ln in text.splitlines() if ln.strip().startswith(("```", "~~~"))]
+    return len(fences) >= 2 and text.rstrip().endswith(fences[-1].strip())
+
+
+class HFEngine:
+    def __init__(self, model, tokenizer, threads: int | None = 1):
+        self.model, self.tok = model, tokenizer
+        if threads and next(model.parameters()).device.type == "cpu":
+            torch.set_num_threads(threads)
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], n: int = 1, params: SamplingParams = SamplingParams()) -> list[list[Generation]]:
+        """`n` samples for each prompt; result[i][j] is sample j of prompt i."""
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        tok, device = self.tok, next(self.model.parameters()).device
+        expanded = [p for p in prompts for _ in range(n)]
+        batch = tok(expanded, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        width = batch["input_ids"].shape[1]
+
+        class FenceClosed(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kw):
+                done = [_fence_closed(tok.decode(seq[width:], skip_special_tokens=True)) for seq in input_ids]
+                return torch.tensor(done, device=input_ids.device)
+
+        torch.manual_seed(params.seed)
+        sample = params.temperature > 0
+        out = self.model.generate(
+            **batch, max_new_tokens=params.max_new_tokens, do_sample=sample,
+            temperature=params.temperature if sample else None, top_p=params.top_p if sample else None,
+            top_k=params.top_k if sample else None, use_cache=True, pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id, stopping_criteria=StoppingCriteriaList([FenceClosed()]),
+            output_scores=True, return_dict_in_generate=True)
+        scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+        results = []
+        for i, seq in enumerate(out.sequences):
+            new = seq[width:].tolist()
+            lp = scores[i].tolist()
+            keep = len(new)
+            while keep and new[keep - 1] == tok.pad_token_id and tok.pad_token_id != tok.eos_token_id:
+                keep -= 1
+            ended_eos = tok.eos_token_id in new[:keep]
+            if ended_eos:
+                keep = new.index(tok.eos_token_id) + 1
+            text = tok.decode(new[:keep], skip_special_tokens=True)
+            reason = "eos" if ended_eos else ("stop" if _fence_closed(text) else "length")
+            prompt_len = int(batch["attention_mask"][i].sum())
+            results.append(Generation(text, new[:keep], [float(x) for x in lp[:keep]], reason, prompt_len))
+        return [results[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+
+def make_engine(kind: str, model, tokenizer, **kw):
+    if kind == "hf":
+        return HFEngine(model, tokenizer, **kw)
+    if kind == "vllm":
+        try:
+            import vllm  # noqa: F401
+        except ImportError:
+            raise ValueError("engine=vllm needs `pip install vllm` (GPU machines); use engine=hf here") from None
+        raise ValueError("engine=vllm is not wired up yet; use engine=hf")
+    raise ValueError(f"unknown engine {kind!r}; choose hf or vllm")

@@ -1,0 +1,78 @@
+"""Load any causal LM and tokenizer (Hugging Face id or local path), the tiny presets, LoRA.
+
+Only this module and the engines touch transformers' model classes; callers get plain objects.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+           "float16": torch.float16, "fp16": torch.float16}
+
+
+class ModelLoadError(ValueError):
+    """The model or tokenizer cannot be used; the message names the fix."""
+
+
+def resolve_path(name: str = "tiny", path: str | None = None, size: str = "s", seed: int = 0, **_) -> str:
+    """`model=tiny` builds (or finds) the cached tiny checkpoint; anything else is an id or path."""
+    if name == "tiny" and not path:
+        from .tiny import build_tiny
+
+        return str(build_tiny(size, seed=seed))
+    if not path:
+        raise ModelLoadError("model.path is empty; pass model.path=<local dir or Hugging Face id>")
+    p = Path(path).expanduser()
+    if p.exists():
+        return str(p)
+    if path.startswith((".", "/", "~")) or path.count("/") != 1:
+        raise ModelLoadError(f"model path {path} does not exist; pass an existing directory or a Hugging Face id")
+    return path  # a hub id; loading fails clearly below if it is not reachable
+
+
+def load_model(name: str = "tiny", path: str | None = None, size: str = "s", seed: int = 0, dtype: str = "float32",
+               device: str = "cpu", attn_implementation: str | None = "eager", lora: dict | None = None, **_):
+    """(model, tokenizer) ready for generation, in eval mode, on `device`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    where = resolve_path(name, path, size, seed)
+    if dtype not in _DTYPES:
+        raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}")
+    offline = not Path(where).exists()
+    try:
+        tok = AutoTokenizer.from_pretrained(where, local_files_only=not offline)
+        kwargs = {"dtype": _DTYPES[dtype]}
+        if attn_implementation:
+            kwargs["attn_implementation"] = attn_implementation
+        model = AutoModelForCausalLM.from_pretrained(where, local_files_only=not offline, **kwargs)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot load model {where}: {first}") from None
+    if tok.eos_token_id is None:
+        raise ModelLoadError(f"tokenizer of {where} has no EOS token; set eos_token in its tokenizer_config.json")
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"  # decoder-only batched generation
+    if lora:
+        model = add_lora(model, **lora)
+    return model.to(device).eval(), tok
+
+
+def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_modules: list[str] | None = None, **_):
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, task_type="CAUSAL_LM",
+                     target_modules=target_modules or ["q_proj", "k_proj", "v_proj", "o_proj"])
+    return get_peft_model(model, cfg)
+
+
+def export_merged(model, tokenizer, out_dir: str | Path) -> Path:
+    """Save plain Hugging Face weights (LoRA merged in when present)."""
+    out = Path(out_dir)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

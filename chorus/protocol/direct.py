@@ -1,0 +1,68 @@
+"""protocol=direct: n samples per task, one shot each.
+
+Generation runs in this process batch by batch; each finished batch is parsed and handed to a
+simulation worker pool at once, so simulation overlaps with the next batch's generation.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+from tqdm import tqdm
+
+from ..policy.engines import Generation, SamplingParams
+from ..policy.parsing import parse_completion
+from ..policy.prompts import render_prompt
+from ..scoring import result_row
+from ..sim import SimConfig, SimResult
+from ..sim.pool import make_pool
+from ..stimulus.formats import score
+from ..tasks.schema import Task
+
+
+def parsed_job(fmt: str, options: dict, task: Task, gen: Generation, cfg: SimConfig) -> SimResult:
+    """Parse a generation and score it (runs in a worker). A failed parse is a status, not an error."""
+    parsed = parse_completion(gen.text, fmt)
+    cut = "the generation hit max_new_tokens; " if gen.finish_reason == "length" else ""
+    if parsed.code is None:
+        return SimResult("empty", f"{cut}no stimulus block found (parse status {parsed.status})")
+    result = score(fmt, task, parsed.code, cfg, options)
+    result.reason = f"{cut}{result.reason}"
+    return result
+
+
+def generation_row(task: Task, sample: int, gen: Generation, result: SimResult, cfg: SimConfig, round_: int = 0,
+                   prompt_note: str = "") -> dict:
+    row = result_row(task, sample, result, cfg.strict_instance)
+    row.update({"round": round_, "completion_tokens": len(gen.token_ids), "finish_reason": gen.finish_reason,
+                "parse_status": gen.meta.get("parse_status"), "prompt_tokens": gen.prompt_tokens,
+                "prompt_note": prompt_note})
+    return row
+
+
+def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
+               cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
+               batch_tasks: int = 4, workers: int | None = None, overlap: bool = True,
+               progress: bool = True, **_) -> list[dict]:
+    options = fmt_options or {}
+    job = functools.partial(parsed_job, fmt, options)
+    prompts = [render_prompt(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
+    pending, generated = [], []
+    bar = tqdm(total=len(tasks) * n_samples, desc="generate", unit="sample", disable=not progress, leave=False)
+    with make_pool(workers) as pool:
+        for start in range(0, len(tasks), batch_tasks):
+            chunk = range(start, min(start + batch_tasks, len(tasks)))
+            gens = engine.generate([prompts[i].text for i in chunk], n=n_samples,
+                                   params=SamplingParams(**{**params.__dict__, "seed": params.seed + start}))
+            for i, samples in zip(chunk, gens):
+                for j, g in enumerate(samples):
+                    g.meta["parse_status"] = parse_completion(g.text, fmt).status
+                    generated.append((i, j, g))
+                    if overlap:
+                        pending.append(pool.submit(job, tasks[i], g, cfg))
+                    bar.update(1)
+        if not overlap:
+            pending = [pool.submit(job, tasks[i], g, cfg) for i, j, g in generated]
+        results = [f.result() for f in pending]
+    bar.close()
+    return [generation_row(tasks[i], j, g, r, cfg, 0, prompts[i].note) for (i, j, g), r in zip(generated, results)]

@@ -1,0 +1,64 @@
+"""policy=model end to end on a real tiny transformers model against real Verilator."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from chorus.policy.engines import HFEngine, SamplingParams
+from chorus.policy.models import ModelLoadError, load_model
+from chorus.protocol.direct import run_direct
+from chorus.tasks import load_tasks
+
+
+def test_engine_returns_token_ids_logprobs_and_finish_reasons(tiny_xs):
+    model, tok = load_model("hf", path=str(tiny_xs))
+    gens = HFEngine(model, tok).generate(["filename: a.vec\n```vectors\n", "in0="], n=2,
+                                          params=SamplingParams(max_new_tokens=12, seed=3))
+    assert [len(g) for g in gens] == [2, 2]
+    for g in (x for pair in gens for x in pair):
+        assert len(g.token_ids) == len(g.logprobs) <= 12 and all(lp <= 0 for lp in g.logprobs)
+        assert g.finish_reason in ("eos", "stop", "length") and g.prompt_tokens > 0
+
+
+def test_direct_protocol_with_and_without_overlap_scores_every_sample(tiny_xs, sim_cfg):
+    model, tok = load_model("hf", path=str(tiny_xs))
+    tasks = load_tasks("generated", per_family=1, families=["counter"])
+    params = SamplingParams(max_new_tokens=24, seed=0)
+    for overlap in (True, False):
+        rows = run_direct(tasks, HFEngine(model, tok), tok, "vectors", 3, params, sim_cfg, workers=2,
+                          overlap=overlap, progress=False)
+        assert [(r["task_id"], r["sample"], r["round"]) for r in rows] == [(tasks[0].id, k, 0) for k in range(3)]
+        for r in rows:
+            assert r["status"] in ("ok", "compile_error", "empty") and r["parse_status"]
+            assert r["completion_tokens"] <= 24 and r["finish_reason"] in ("eos", "stop", "length")
+            if r["finish_reason"] == "length":
+                assert r["reason"].startswith("the generation hit max_new_tokens")
+
+
+def test_missing_model_path_and_tokenizer_without_eos_are_one_line_errors(tmp_path, tiny_xs):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load_model("hf", path=str(tmp_path / "nope"))
+    broken = tmp_path / "no-eos"
+    model, tok = load_model("hf", path=str(tiny_xs))
+    model.save_pretrained(broken)
+    tok.save_pretrained(broken)
+    cfg = json.loads((broken / "tokenizer_config.json").read_text())
+    cfg["eos_token"] = None
+    (broken / "tokenizer_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelLoadError, match="has no EOS token"):
+        load_model("hf", path=str(broken))
+
+
+def test_cli_policy_model_writes_rounds_and_parse_status(tmp_path, cache_root, tiny_xs):
+    env = dict(os.environ, CHORUS_CACHE_DIR=str(cache_root))
+    p = subprocess.run([sys.executable, "-m", "chorus.evaluate", "tasks=generated", "tasks.per_family=1",
+                        "tasks.families=[fsm]", "policy=model", "model=hf", f"model.path={tiny_xs}",
+                        "format=vectors", "n_samples=2", "policy.max_new_tokens=16", "progress=false",
+                        f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(x) for x in (tmp_path / "per_task.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and {"round", "completion_tokens", "parse_status"} <= set(rows[0])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["pass_at_k"] == {"1": 0.0} and summary["policy"] == "model"
