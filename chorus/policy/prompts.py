@@ -68,7 +68,7 @@ def messages(task: Task, fmt: str, **kw) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_message(task, fmt, **kw)}]
 
 
-def _render(tokenizer, msgs: list[dict]) -> str:
+def render_messages(tokenizer, msgs: list[dict]) -> str:
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     return "\n\n".join(f"{m['role'].upper()}:\n{m['content']}" for m in msgs) + "\n\nASSISTANT:\n"
@@ -79,7 +79,7 @@ def render_prompt(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> Pr
     def size(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    text = _render(tokenizer, messages(task, fmt))
+    text = render_messages(tokenizer, messages(task, fmt))
     n = size(text)
     if n <= max_prompt_tokens:
         return Prompt(text, n, False)
@@ -87,7 +87,7 @@ def render_prompt(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> Pr
     for frac in (0.5, 0.25, 0.1, 0.0):
         for spec_frac in (1.0, 0.5, 0.2, 0.0):
             rtl_chars, spec_chars = int(longest * frac), int(len(task.spec) * spec_frac)
-            text = _render(tokenizer, messages(task, fmt, rtl_chars=rtl_chars, spec_chars=spec_chars))
+            text = render_messages(tokenizer, messages(task, fmt, rtl_chars=rtl_chars, spec_chars=spec_chars))
             m = size(text)
             if m <= max_prompt_tokens:
                 return Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL cut to {rtl_chars} "

@@ -1,0 +1,83 @@
+"""protocol=agentic: the model sees its parse error, compile log or coverage holes and revises
+its stimulus for up to `rounds` more rounds, as in LLM4Cov. A sample stops at 100 % and keeps
+its best result over rounds. `markov=True` keeps only the system and user messages, the best
+answer so far and its feedback, instead of the whole conversation.
+
+Each round generates for every still-active sample in one batch, then scores them in parallel.
+Rows: one per sample and round; the kept (best) row of each sample has `final: True`.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..policy.engines import Generation, SamplingParams
+from ..policy.parsing import parse_completion
+from ..policy.prompts import messages, render_messages
+from ..sim import SimConfig, SimResult
+from ..sim.pool import make_pool
+from ..tasks.schema import Task
+from .direct import generation_row, parsed_job
+from .feedback import feedback_message
+
+
+@dataclass
+class _Sample:
+    task_index: int
+    sample: int
+    history: list[dict]
+    best: tuple[float, int] = (-1.0, -1)  # (overall, round)
+    best_turn: list[dict] = field(default_factory=list)  # [assistant, feedback] of the best answer
+    done: bool = False
+
+
+def _conversation(s: _Sample, markov: bool, base: list[dict]) -> list[dict]:
+    return base + s.best_turn if markov else s.history
+
+
+def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
+                cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
+                rounds: int = 3, markov: bool = False, workers: int | None = None, progress: bool = True,
+                **_) -> list[dict]:
+    job = functools.partial(parsed_job, fmt, fmt_options or {})
+    bases = [messages(t, fmt) for t in tasks]
+    samples = [_Sample(i, k, list(bases[i])) for i in range(len(tasks)) for k in range(n_samples)]
+    rows: list[dict] = []
+    with make_pool(workers) as pool:
+        for rnd in range(rounds + 1):
+            active = [s for s in samples if not s.done]
+            prompts = []
+            for s in active:
+                text = render_messages(tokenizer, _conversation(s, markov and rnd > 0, bases[s.task_index]))
+                if len(tokenizer(text, add_special_tokens=False)["input_ids"]) > max_prompt_tokens:
+                    # The whole conversation no longer fits: fall back to the markov form.
+                    text = render_messages(tokenizer, _conversation(s, True, bases[s.task_index]))
+                prompts.append(text)
+            if not active:
+                break
+            gens = engine.generate(prompts, n=1, params=SamplingParams(**{**params.__dict__,
+                                                                          "seed": params.seed + 1000 * rnd}))
+            futures = [pool.submit(job, tasks[s.task_index], g[0], cfg) for s, g in zip(active, gens)]
+            for s, g, fut in zip(active, gens, futures):
+                gen: Generation = g[0]
+                result: SimResult = fut.result()
+                task = tasks[s.task_index]
+                parsed = parse_completion(gen.text, fmt)
+                gen.meta["parse_status"] = parsed.status
+                row = generation_row(task, s.sample, gen, result, cfg, rnd)
+                row["final"] = False
+                rows.append(row)
+                note = feedback_message(parsed, result, fmt, task.target)
+                turn = [{"role": "assistant", "content": gen.text}, {"role": "user", "content": note}]
+                s.history += turn
+                overall = result.overall if result.status == "ok" and result.overall is not None else 0.0
+                if overall > s.best[0]:
+                    s.best, s.best_turn = (overall, rnd), turn
+                if overall >= 100.0 - 1e-9:
+                    s.done = True
+    for s in samples:
+        for row in rows:
+            if row["task_id"] == tasks[s.task_index].id and row["sample"] == s.sample and row["round"] == s.best[1]:
+                row["final"] = True
+    return rows
