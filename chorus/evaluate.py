@@ -59,15 +59,23 @@ def run(cfg: dict, out_dir: Path) -> dict:
 
 def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict, sim, workers) -> list[dict]:
     from .policy.engines import SamplingParams, make_engine
-    from .policy.models import load_model
+    from .policy.models import load_model, resolve_path
     from .protocol import PROTOCOLS
 
     proto = dict(cfg["protocol"])
     proto_name = proto.pop("name")
     if proto_name not in PROTOCOLS:
         raise ValueError(f"unknown protocol {proto_name!r}; choose one of {sorted(PROTOCOLS)}")
-    model, tok = load_model(**cfg["model"])
-    engine = make_engine(policy["engine"], model, tok, threads=policy["threads"])
+    if policy["engine"] == "vllm":  # vLLM loads the weights itself; chorus only needs the tokenizer
+        from transformers import AutoTokenizer
+
+        path = resolve_path(**cfg["model"])
+        model, tok = None, AutoTokenizer.from_pretrained(path)
+    else:
+        model, tok = load_model(**cfg["model"])
+        path = None
+    engine = make_engine(policy["engine"], model, tok, path=path, dtype=cfg["model"]["dtype"],
+                         seed=policy["seed"], threads=policy["threads"])
     params = SamplingParams(max_new_tokens=policy["max_new_tokens"], temperature=policy["temperature"],
                             top_p=policy["top_p"], top_k=policy["top_k"], seed=policy["seed"])
     return PROTOCOLS[proto_name](tasks, engine, tok, fmt, cfg["n_samples"], params, sim, fmt_options,

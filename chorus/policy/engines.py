@@ -83,13 +83,41 @@ class HFEngine:
         return [results[i * n:(i + 1) * n] for i in range(len(prompts))]
 
 
-def make_engine(kind: str, model, tokenizer, **kw):
-    if kind == "hf":
-        return HFEngine(model, tokenizer, **kw)
-    if kind == "vllm":
+class VLLMEngine:
+    """The same interface on vLLM (GPU machines; `pip install vllm`). Untested on CPU-only CI."""
+
+    def __init__(self, path: str, dtype: str = "bfloat16", seed: int = 0, gpu_memory_utilization: float = 0.85, **_):
         try:
-            import vllm  # noqa: F401
+            from vllm import LLM
         except ImportError:
-            raise ValueError("engine=vllm needs `pip install vllm` (GPU machines); use engine=hf here") from None
-        raise ValueError("engine=vllm is not wired up yet; use engine=hf")
+            raise ValueError("engine=vllm needs `pip install vllm` on a GPU machine; use engine=hf here") from None
+        self.llm = LLM(model=path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization)
+
+    def generate(self, prompts: list[str], n: int = 1, params: SamplingParams = SamplingParams()) -> list[list[Generation]]:
+        from vllm import SamplingParams as VSP
+
+        # Stop when a fenced block closes; the opening fence carries a language tag so it never matches.
+        sp = VSP(n=n, temperature=params.temperature, top_p=params.top_p,
+                 top_k=params.top_k if params.top_k > 0 else -1, max_tokens=params.max_new_tokens,
+                 seed=params.seed, logprobs=0, stop=["\n```\n"], include_stop_str_in_output=True)
+        out = []
+        for request in self.llm.generate(prompts, sp, use_tqdm=False):
+            gens = []
+            for c in request.outputs:
+                ids = list(c.token_ids)
+                lps = [float(step[t].logprob) for step, t in zip(c.logprobs or [], ids)]
+                reason = "length" if c.finish_reason == "length" else ("stop" if c.stop_reason else "eos")
+                gens.append(Generation(c.text, ids, lps, reason, len(request.prompt_token_ids or [])))
+            out.append(gens)
+        return out
+
+
+def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str = "bfloat16", seed: int = 0,
+                threads: int | None = 1):
+    if kind == "hf":
+        return HFEngine(model, tokenizer, threads=threads)
+    if kind == "vllm":
+        if not path:
+            raise ValueError("engine=vllm needs the model's path or id")
+        return VLLMEngine(path, dtype=dtype, seed=seed)
     raise ValueError(f"unknown engine {kind!r}; choose hf or vllm")
