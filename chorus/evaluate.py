@@ -74,6 +74,11 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
     else:
         model, tok = load_model(**cfg["model"])
         path = None
+    context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if context and policy["max_prompt_tokens"] + policy["max_new_tokens"] > context:
+        raise ValueError(f"policy.max_prompt_tokens + policy.max_new_tokens = "
+                         f"{policy['max_prompt_tokens'] + policy['max_new_tokens']} exceeds the model's context of "
+                         f"{context} tokens; lower one of them")
     engine = make_engine(policy["engine"], model, tok, path=path, dtype=cfg["model"]["dtype"],
                          seed=policy["seed"], threads=policy["threads"])
     params = SamplingParams(max_new_tokens=policy["max_new_tokens"], temperature=policy["temperature"],

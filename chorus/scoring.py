@@ -14,7 +14,8 @@ from .tasks.schema import Task
 
 def result_row(task: Task, sample: int, result: SimResult | None, strict_instance: bool) -> dict:
     base = {"task_id": task.id, "sample": sample, "family": task.family, "difficulty": task.difficulty,
-            "source": task.source, "split": task.split, "target": task.target}
+            "source": task.source, "split": task.split, "target": task.target, "round": 0,
+            "completion_tokens": None, "parse_status": None}
     if result is None:
         return {**base, "status": "missing", "overall": None, "metrics": {}, "passed": False,
                 "instance_ok": False, "seconds": 0.0, "reason": "no stimulus for this task", "end": None,

@@ -62,3 +62,39 @@ def test_cli_policy_model_writes_rounds_and_parse_status(tmp_path, cache_root, t
     assert len(rows) == 2 and {"round", "completion_tokens", "parse_status"} <= set(rows[0])
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["pass_at_k"] == {"1": 0.0} and summary["policy"] == "model"
+
+
+def test_lora_adapters_export_as_plain_merged_weights(tmp_path, tiny_xs):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from chorus.policy.models import add_lora, export_merged
+
+    model, tok = load_model("hf", path=str(tiny_xs))
+    peft_model = add_lora(model, r=4)
+    trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    assert 0 < trainable < sum(p.numel() for p in peft_model.parameters()) / 10
+    with torch.no_grad():  # make the adapter matter, then check the export reproduces it
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.01)
+    ids = tok("in0=1 x2", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        expected = peft_model(ids).logits
+    out = export_merged(peft_model, tok, tmp_path / "merged")
+    reloaded = AutoModelForCausalLM.from_pretrained(out)
+    with torch.no_grad():
+        assert torch.allclose(reloaded(ids).logits, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["policy.max_prompt_tokens=200", "policy.max_new_tokens=8"], "needs"),
+    (["policy.max_prompt_tokens=4000", "policy.max_new_tokens=512"], "exceeds the model's context"),
+])
+def test_cli_prompt_and_context_limits_are_one_line_errors(tmp_path, cache_root, tiny_xs, overrides, message):
+    env = dict(os.environ, CHORUS_CACHE_DIR=str(cache_root))
+    p = subprocess.run([sys.executable, "-m", "chorus.evaluate", "tasks=generated", "tasks.per_family=1",
+                        "tasks.families=[fsm]", "policy=model", "model=hf", f"model.path={tiny_xs}",
+                        "format=vectors", *overrides, f"hydra.run.dir={tmp_path}"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
