@@ -1,0 +1,73 @@
+"""Policy-gradient losses as pure tensor functions (verl style), tested on hand-computed values.
+
+Shapes: [batch, tokens]; `mask` is 1 on completion tokens. The aggregation decides what a
+micro-batch contributes, so that micro-batches of one optimizer step add up to the full batch:
+- token_mean (DAPO): sum over tokens / `normalizer` = tokens in the whole step;
+- seq_mean (GRPO): mean over each sequence's tokens, summed / `normalizer` = sequences in the step;
+- seq_sum_const (Dr. GRPO): sum over tokens / (`normalizer` sequences x `max_tokens`).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimator of KL(pi || ref): exp(ref - logp) - (ref - logp) - 1 (always >= 0)."""
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, normalizer: float,
+              max_tokens: int | None = None) -> torch.Tensor:
+    mask = mask.to(per_token.dtype)
+    if mode == "token_mean":
+        return (per_token * mask).sum() / normalizer
+    if mode == "seq_mean":
+        per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+        return per_seq.sum() / normalizer
+    if mode == "seq_sum_const":
+        if not max_tokens:
+            raise ValueError("seq_sum_const needs max_tokens (the generation budget)")
+        return (per_token * mask).sum() / (normalizer * max_tokens)
+    raise ValueError(f"unknown loss aggregation {mode!r}; use token_mean, seq_mean or seq_sum_const")
+
+
+def clipped_pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                    eps_low: float = 0.2, eps_high: float = 0.28, mode: str = "token_mean", normalizer: float = 1.0,
+                    max_tokens: int | None = None, ref_logp: torch.Tensor | None = None,
+                    kl_coef: float = 0.0) -> tuple[torch.Tensor, dict]:
+    """PPO-clip surrogate with asymmetric clipping (DAPO's clip-higher); advantages per sequence
+    [batch] or per token [batch, tokens]. Returns (loss, stats)."""
+    adv = advantages if advantages.dim() == 2 else advantages[:, None].expand_as(logp)
+    ratio = torch.exp(logp - old_logp)
+    clipped = ratio.clamp(1 - eps_low, 1 + eps_high)
+    per_token = -torch.minimum(ratio * adv, clipped * adv)
+    if kl_coef and ref_logp is not None:
+        per_token = per_token + kl_coef * k3_kl(logp, ref_logp)
+    loss = aggregate(per_token, mask, mode, normalizer, max_tokens)
+    m = mask.bool()
+    n = m.sum().clamp(min=1)
+    stats = {"clip_frac_low": float(((ratio < 1 - eps_low) & (adv < 0) & m).sum() / n),
+             "clip_frac_high": float(((ratio > 1 + eps_high) & (adv > 0) & m).sum() / n)}
+    return loss, stats
+
+
+def overlong_penalty(length: int, max_length: int, buffer: int) -> float:
+    """DAPO's soft overlong punishment: 0 up to max-buffer, then linear down to -1 at max, -1 beyond."""
+    if buffer <= 0:
+        return 0.0 if length <= max_length else -1.0
+    start = max_length - buffer
+    if length <= start:
+        return 0.0
+    if length <= max_length:
+        return (start - length) / buffer
+    return -1.0
+
+
+def sft_loss(logits: torch.Tensor, labels: torch.Tensor, normalizer: float | None = None) -> torch.Tensor:
+    """Next-token cross-entropy over labelled positions (-100 = ignore); token mean over the step."""
+    shift_logits, shift_labels = logits[:, :-1].float(), labels[:, 1:]
+    per = torch.nn.functional.cross_entropy(shift_logits.reshape(-1, shift_logits.size(-1)),
+                                            shift_labels.reshape(-1), ignore_index=-100, reduction="sum")
+    n = normalizer if normalizer is not None else int((shift_labels != -100).sum().clamp(min=1))
+    return per / n

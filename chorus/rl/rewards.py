@@ -1,0 +1,30 @@
+"""Reward of one simulated sample: coverage in [0, 1], penalties, a pass bonus.
+
+Harness errors are chorus's failures, not the policy's: they get no reward (None), are left out
+of group baselines and receive advantage 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FAILED_TO_RUN = ("compile_error", "rejected", "timeout", "runtime_error", "missing")
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    compile_penalty: float = 0.0  # added when the stimulus did not run (compile error, rejected, ...)
+    empty_penalty: float = -0.1  # added for stimulus that drives nothing (an RL exploit seen here)
+    pass_bonus: float = 0.0  # added when the task's target is reached
+
+
+def reward(status: str, overall: float | None, passed: bool, cfg: RewardConfig = RewardConfig()) -> float | None:
+    if status == "harness_error":
+        return None
+    r = (overall or 0.0) / 100.0 if status in ("ok", "runtime_error") else 0.0
+    if status == "empty":
+        r += cfg.empty_penalty
+    elif status in FAILED_TO_RUN and overall is None:
+        r += cfg.compile_penalty
+    if passed:
+        r += cfg.pass_bonus
+    return r
