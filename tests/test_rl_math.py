@@ -112,3 +112,15 @@ def test_sft_loss_matches_cross_entropy_on_labelled_tokens():
     expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 11), labels[:, 1:].reshape(-1),
                                                  ignore_index=-100)
     assert float(sft_loss(logits, labels)) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_rl_algo_registry_defaults_and_overrides():
+    from chorus.rl.algos import get_algo
+
+    dapo = get_algo("dapo")
+    assert (dapo.eps_low, dapo.eps_high, dapo.aggregation, dapo.kl_coef, dapo.dynamic_sampling) == (
+        0.2, 0.28, "token_mean", 0.0, True)
+    assert not dapo.needs_reference and get_algo("grpo", kl_coef=0.05).needs_reference
+    assert get_algo("dr_grpo").advantage == "dr_grpo"
+    with pytest.raises(ValueError, match="unknown rl_algo 'ppo'; choose one of"):
+        get_algo("ppo")
