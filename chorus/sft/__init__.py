@@ -1,0 +1,1 @@
+"""Staged SFT: data built from executed stimulus, and (later) the trainer."""

@@ -1,0 +1,106 @@
+"""SFT data mirroring LLM4Cov's three ingredients:
+
+1. execution-validated examples: candidate stimulus is kept only if it runs and reaches a
+   coverage threshold in the simulator;
+2. agentic repair examples: a failed or partial answer with its real feedback, paired with a
+   verified better answer;
+3. worst-state-prioritised sampling: tasks the current model covers least get more weight.
+
+Examples are chat messages plus the completion text, ready for any tokenizer's chat template.
+"""
+from __future__ import annotations
+
+import functools
+import random
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..policy.parsing import parse_completion
+from ..policy.prompts import FENCE, FILENAME, messages
+from ..protocol.feedback import feedback_message
+from ..sim import SimConfig
+from ..sim.pool import evaluate_many
+from ..stimulus.aliases import alias_map
+from ..stimulus.formats import render, score
+from ..stimulus.program import parse_vectors
+from ..tasks.schema import Task
+
+
+@dataclass
+class Example:
+    task_id: str
+    kind: str  # validated | repair
+    messages: list[dict]
+    completion: str
+    coverage: float
+    meta: dict = field(default_factory=dict)
+
+
+def answer(task: Task, fmt: str, code: str) -> str:
+    """A completion in the shape the prompts ask for: filename line and one fenced block."""
+    return f"filename: {FILENAME[fmt].format(tb=task.tb_name)}\n```{FENCE[fmt]}\n{code.rstrip()}\n```\n"
+
+
+def candidates(task: Task, fmt: str, grades: tuple[str, ...] = ("strong", "medium", "weak")) -> list[tuple[str, str]]:
+    """(grade, code) for the task's own stimulus; bundled tasks offer their reference testbench."""
+    programs = task.meta.get("programs") or {}
+    out = [(g, render(fmt, task, parse_vectors(programs[g], alias_map(task)))) for g in grades if g in programs]
+    if not out and fmt == "testbench" and task.reference_tb:
+        out.append(("reference", task.reference_tb))
+    return out
+
+
+def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: float = 80.0,
+                   repair: bool = True, workers: int | None = None) -> list[Example]:
+    """Simulate every candidate; keep validated answers and pair weaker ones with better ones."""
+    jobs, where = [], []
+    for t in tasks:
+        for grade, code in candidates(t, fmt):
+            jobs.append((t, code))
+            where.append((t, grade, code))
+    results = evaluate_many(jobs, cfg, workers, fn=functools.partial(score, fmt, options={}))
+    by_task: dict[str, list] = defaultdict(list)
+    for (t, grade, code), r in zip(where, results):
+        by_task[t.id].append((t, grade, code, r))
+    examples = []
+    for entries in by_task.values():
+        ok = [e for e in entries if e[3].status == "ok" and (e[3].overall or 0) >= min_coverage]
+        if not ok:
+            continue
+        best = max(ok, key=lambda e: e[3].overall)
+        t = best[0]
+        for _, grade, code, r in ok:
+            examples.append(Example(t.id, "validated", messages(t, fmt), answer(t, fmt, code), r.overall,
+                                    {"grade": grade}))
+        if not repair:
+            continue
+        for _, grade, code, r in entries:
+            cov = r.overall if r.status == "ok" and r.overall is not None else 0.0
+            if cov + 1e-9 >= best[3].overall:
+                continue
+            first = answer(t, fmt, code)
+            note = feedback_message(parse_completion(first, fmt), r, fmt, t.target)
+            convo = messages(t, fmt) + [{"role": "assistant", "content": first}, {"role": "user", "content": note}]
+            examples.append(Example(t.id, "repair", convo, answer(t, fmt, best[2]), best[3].overall,
+                                    {"from_grade": grade, "from_coverage": cov}))
+    return examples
+
+
+def task_weights(coverage_by_task: dict[str, float], floor: float = 0.05) -> dict[str, float]:
+    """Worst-state priority: weight 1 - coverage/100 (at least `floor`), normalised to sum 1."""
+    raw = {t: max(floor, 1.0 - c / 100.0) for t, c in coverage_by_task.items()}
+    total = sum(raw.values())
+    return {t: w / total for t, w in raw.items()} if total else {}
+
+
+def prioritised_sample(examples: list[Example], weights: dict[str, float], k: int, seed: int = 0) -> list[Example]:
+    """Draw k examples: a task by its weight, then one of its examples uniformly (with replacement)."""
+    by_task: dict[str, list[Example]] = defaultdict(list)
+    for e in examples:
+        by_task[e.task_id].append(e)
+    tasks = [t for t in by_task if weights.get(t, 0) > 0]
+    if not tasks:
+        return []
+    rng = random.Random(seed)
+    chosen = rng.choices(tasks, weights=[weights[t] for t in tasks], k=k)
+    return [rng.choice(by_task[t]) for t in chosen]

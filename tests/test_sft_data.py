@@ -1,0 +1,40 @@
+"""SFT data: execution-validated examples, repair pairs, worst-state-prioritised sampling."""
+from collections import Counter
+
+import pytest
+
+from chorus.policy.parsing import parse_completion
+from chorus.sft.data import Example, build_examples, prioritised_sample, task_weights
+from chorus.tasks import load_tasks
+
+
+def test_examples_are_validated_by_simulation_and_repairs_point_to_better_answers(sim_cfg):
+    tasks = load_tasks("generated", per_family=1, families=["counter", "fsm"])
+    examples = build_examples(tasks, "vectors", sim_cfg, min_coverage=80.0, workers=2)
+    kinds = Counter((e.task_id, e.kind) for e in examples)
+    for t in tasks:
+        assert kinds[(t.id, "validated")] >= 1 and kinds[(t.id, "repair")] >= 1
+    for e in examples:
+        parsed = parse_completion(e.completion, "vectors")
+        assert parsed.status == "ok" and parsed.filename == "stimulus.vec"
+        if e.kind == "validated":
+            assert e.coverage >= 80.0 and [m["role"] for m in e.messages] == ["system", "user"]
+        else:  # a weaker real answer and its real feedback, then the verified best answer
+            assert [m["role"] for m in e.messages] == ["system", "user", "assistant", "user"]
+            assert e.meta["from_coverage"] < e.coverage and "Coverage of" in e.messages[-1]["content"]
+    weak_grades = {e.meta["grade"] for e in examples if e.kind == "validated"}
+    assert "weak" not in weak_grades  # the weak programs stay below 80 % and are not taught
+
+
+def test_worst_state_weights_favour_low_coverage():
+    w = task_weights({"easy": 100.0, "mid": 50.0, "hard": 0.0}, floor=0.05)
+    assert w == pytest.approx({"easy": 0.05 / 1.55, "mid": 0.5 / 1.55, "hard": 1.0 / 1.55})
+
+
+def test_prioritised_sampling_follows_the_weights_deterministically():
+    examples = [Example(t, "validated", [], "x", 90.0) for t in ("a", "b")]
+    draw = prioritised_sample(examples, {"a": 0.9, "b": 0.1}, k=2000, seed=3)
+    assert draw == prioritised_sample(examples, {"a": 0.9, "b": 0.1}, k=2000, seed=3)
+    share = Counter(e.task_id for e in draw)["a"] / 2000
+    assert 0.86 < share < 0.94
+    assert prioritised_sample(examples, {}, k=5) == []
