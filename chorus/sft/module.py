@@ -1,0 +1,36 @@
+"""The SFT LightningModule: next-token loss on completion tokens, AdamW with warmup then linear
+decay. Only trainers know Lightning; the loss itself is `chorus.rl.losses.sft_loss`."""
+from __future__ import annotations
+
+import lightning as L
+import torch
+
+from ..rl.losses import sft_loss
+
+
+class SFTModule(L.LightningModule):
+    def __init__(self, model, lr: float = 1e-3, weight_decay: float = 0.0, warmup_steps: int = 10,
+                 total_steps: int = 100):
+        super().__init__()
+        self.model = model
+        self.lr, self.weight_decay = lr, weight_decay
+        self.warmup_steps, self.total_steps = warmup_steps, max(total_steps, 1)
+        self.losses: list[float] = []
+
+    def training_step(self, batch, batch_idx):
+        logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        loss = sft_loss(logits, batch["labels"])
+        self.losses.append(float(loss.detach()))
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["input_ids"].size(0))
+        return loss
+
+    def configure_optimizers(self):
+        opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+
+        def schedule(step: int) -> float:
+            if step < self.warmup_steps:
+                return (step + 1) / self.warmup_steps
+            return max(0.0, (self.total_steps - step) / max(1, self.total_steps - self.warmup_steps))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

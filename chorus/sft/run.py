@@ -1,0 +1,37 @@
+"""Run SFT on examples and export the result as a Hugging Face checkpoint."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from ..policy.models import export_merged, load_model
+from .data import Example
+from .dataset import Collator, encode
+from .module import SFTModule
+
+
+def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: int = 100, batch_size: int = 4,
+              lr: float = 1e-3, max_tokens: int = 4096, seed: int = 0, warmup_steps: int = 10,
+              grad_clip: float = 1.0, threads: int = 2, accelerator: str = "cpu") -> dict:
+    """Fine-tune the checkpoint at `init` for `steps` optimizer steps; returns losses and the export path."""
+    L.seed_everything(seed, workers=True, verbose=False)
+    torch.set_num_threads(threads)
+    model, tok = load_model("hf", path=str(init))
+    model.train()
+    rows = [r for e in examples if (r := encode(tok, e, max_tokens)) is not None]
+    if not rows:
+        raise ValueError(f"no SFT example fits max_tokens={max_tokens}; raise it or shorten the prompts")
+    random.Random(seed).shuffle(rows)
+    loader = DataLoader(rows, batch_size=batch_size, shuffle=True, collate_fn=Collator(tok.pad_token_id),
+                        generator=torch.Generator().manual_seed(seed))
+    module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps)
+    trainer = L.Trainer(max_steps=steps, accelerator=accelerator, devices=1, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        gradient_clip_val=grad_clip, default_root_dir=str(out_dir))
+    trainer.fit(module, loader)
+    export = export_merged(module.model, tok, Path(out_dir) / "hf")
+    return {"losses": module.losses, "checkpoint": str(export), "examples": len(rows)}
