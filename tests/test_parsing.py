@@ -35,7 +35,7 @@ F = "```"
     (f"{F}vectors\nin0=1 x4\nrst x2\n{F}", "vectors", "ok", "in0=1 x4\nrst x2", None),
     ("in0=1 x4\n. x3", "vectors", "unfenced", "in0=1 x4\n. x3", None),
     (f"{F}text\nin0=? x10\n{F}", "vectors", "ok", "in0=? x10", None),
-    (f"filename: stim.vec\nin0=3", "vectors", "unfenced", "in0=3", "stim.vec"),
+    ("filename: stim.vec\nin0=3", "vectors", "unfenced", "in0=3", "stim.vec"),
     (f"{F}python\nasync def stimulus(dut):\n    dut.in0.value = 1\n{F}", "cocotb", "ok",
      "async def stimulus(dut):\n    dut.in0.value = 1", None),
     (f"{F}py\nasync def stimulus(dut):\n    pass\n{F}", "cocotb", "ok", "async def stimulus(dut):\n    pass", None),
