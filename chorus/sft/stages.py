@@ -1,0 +1,75 @@
+"""Staged SFT (LLM4Cov's curriculum): each stage has a data mixture and starts from the previous
+stage's checkpoint; `checkpoint=<path|id>` plugs in an external model instead of training."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..policy.models import resolve_path
+from ..sim import SimConfig
+from ..tasks import load_tasks
+from .data import build_examples, prioritised_sample, task_weights
+from .run import train_sft
+
+STAGES = ("stage0", "stage1", "stage2")
+
+
+def stage_dir(runs_dir: str | Path, name: str) -> Path:
+    return Path(runs_dir) / "sft" / name
+
+
+def stage_checkpoint(runs_dir: str | Path, name: str) -> Path:
+    ckpt = stage_dir(runs_dir, name) / "hf"
+    if not (ckpt / "config.json").exists():
+        raise FileNotFoundError(f"stage {name} has no checkpoint at {ckpt}; run "
+                                f"`python -m chorus.train job=sft sft_stage={name}` first, or pass "
+                                f"sft_stage.checkpoint=<path|hf-id>")
+    return ckpt
+
+
+def resolve_init(stage: dict, model: dict, runs_dir: str | Path) -> str:
+    """The stage's starting point: its `init` stage's checkpoint, else the configured model."""
+    if stage.get("init"):
+        if stage["init"] not in STAGES:
+            raise ValueError(f"sft_stage.init {stage['init']!r} is not a stage; choose one of {list(STAGES)}")
+        return str(stage_checkpoint(runs_dir, stage["init"]))
+    return resolve_path(**model)
+
+
+def current_coverage(init: str, tasks, fmt: str, sim: SimConfig, workers: int | None,
+                     max_new_tokens: int = 256) -> dict[str, float]:
+    """Coverage the starting model reaches on each task (one direct sample): the worst-state signal."""
+    from ..policy.engines import HFEngine, SamplingParams
+    from ..policy.models import load_model
+    from ..protocol.direct import run_direct
+
+    model, tok = load_model("hf", path=init)
+    rows = run_direct(tasks, HFEngine(model, tok), tok, fmt, 1, SamplingParams(max_new_tokens=max_new_tokens),
+                      sim, workers=workers, progress=False)
+    return {r["task_id"]: r["overall"] or 0.0 for r in rows}
+
+
+def run_stage(stage: dict, model: dict, fmt: str, sim: SimConfig, runs_dir: str | Path, seed: int = 0,
+              workers: int | None = None) -> dict:
+    name = stage["name"]
+    if name not in STAGES:
+        raise ValueError(f"unknown sft_stage {name!r}; choose one of {list(STAGES)}")
+    out = stage_dir(runs_dir, name)
+    if stage.get("checkpoint"):
+        info = {"stage": name, "checkpoint": resolve_path("hf", stage["checkpoint"]), "external": True}
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "stage.json").write_text(json.dumps(info, indent=2))
+        return info
+    init = resolve_init(stage, model, runs_dir)
+    tasks = load_tasks("generated", split="train", **stage["tasks"])
+    examples = [e for e in build_examples(tasks, fmt, sim, stage["min_coverage"], repair="repair" in stage["kinds"],
+                                          workers=workers) if e.kind in stage["kinds"]]
+    if stage.get("prioritised"):
+        weights = task_weights(current_coverage(init, tasks, fmt, sim, workers, stage["max_new_tokens"]))
+        examples = prioritised_sample(examples, weights, k=stage["steps"] * stage["batch_size"], seed=seed)
+    result = train_sft(init, examples, out, steps=stage["steps"], batch_size=stage["batch_size"], lr=stage["lr"],
+                       max_tokens=stage["max_tokens"], seed=seed, warmup_steps=stage["warmup_steps"])
+    info = {"stage": name, "init": init, "checkpoint": result["checkpoint"], "examples": result["examples"],
+            "first_loss": result["losses"][0], "last_loss": result["losses"][-1], "external": False}
+    (out / "stage.json").write_text(json.dumps(info, indent=2))
+    return info
