@@ -93,6 +93,42 @@ SimulatorConf = _simulator_schema()
 
 
 @dataclass
+class StageTasksConf:
+    difficulty: str = "easy"
+    per_family: int = 8
+    seed: int = 0
+    families: Optional[List[str]] = None
+
+
+@dataclass
+class SFTStageConf:
+    name: str = "stage0"
+    init: Optional[str] = None  # previous stage, or null to start from model=...
+    checkpoint: Optional[str] = None  # external checkpoint used instead of training
+    tasks: StageTasksConf = field(default_factory=StageTasksConf)
+    kinds: List[str] = field(default_factory=lambda: ["validated"])
+    min_coverage: float = 80.0
+    prioritised: bool = False
+    steps: int = 200
+    batch_size: int = 4
+    lr: float = 1e-3
+    warmup_steps: int = 20
+    max_tokens: int = 4096
+    max_new_tokens: int = 256
+
+
+@dataclass
+class TrainConf:
+    sft_stage: Any = None
+    model: Any = None
+    format: Any = None
+    simulator: Any = None
+    job: str = "sft"
+    runs_dir: str = "runs"
+    seed: int = 0
+
+
+@dataclass
 class EvaluateConf:
     tasks: Any = None
     policy: Any = None
@@ -107,6 +143,8 @@ class EvaluateConf:
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="evaluate_schema", node=EvaluateConf)
+    cs.store(name="train_schema", node=TrainConf)
+    cs.store(group="sft_stage", name="sft_stage_schema", node=SFTStageConf)
     cs.store(group="tasks", name="tasks_schema", node=TasksConf)
     cs.store(group="policy", name="policy_schema", node=PolicyConf)
     cs.store(group="format", name="format_schema", node=FormatConf)
