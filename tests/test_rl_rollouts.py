@@ -1,0 +1,61 @@
+"""One rollout iteration against real Verilator: rewards, group advantages and update tensors."""
+import random
+
+import pytest
+from transformers import AutoTokenizer
+
+from chorus.policy.engines import Generation, SamplingParams
+from chorus.rl.algos import get_algo
+from chorus.rl.rewards import RewardConfig
+from chorus.rl.rollouts import collect
+from chorus.sim.pool import make_pool
+from chorus.tasks import load_tasks
+
+
+class GroupScript:
+    """Returns, for every prompt, the given answers as a group, tokenised by the real tokenizer."""
+
+    def __init__(self, tok, answers):
+        self.tok, self.answers = tok, answers
+
+    def generate(self, prompts, n=1, params=None):
+        out = []
+        for _ in prompts:
+            group = []
+            for text in self.answers[:n]:
+                ids = self.tok(text, add_special_tokens=False)["input_ids"]
+                group.append(Generation(text, ids, [-0.5] * len(ids), "stop", 0))
+            out.append(group)
+        return out
+
+
+def test_collect_scores_groups_and_builds_masked_update_tensors(tiny_xs, sim_cfg):
+    tok = AutoTokenizer.from_pretrained(tiny_xs)
+    task = load_tasks("generated", per_family=1, families=["counter"])[0]
+    strong, weak = task.meta["programs"]["strong"], task.meta["programs"]["weak"]
+    answers = [f"```vectors\n{strong}```\n", f"```vectors\n{weak}```\n", "no idea", f"```vectors\n{strong}```\n"]
+    algo = get_algo("dapo", overlong_buffer=0)
+    with make_pool(2) as pool:
+        batch = collect([task], GroupScript(tok, answers), tok, pool, algo, "vectors", 4, 1, SamplingParams(),
+                        sim_cfg, RewardConfig(compile_penalty=-0.2), random.Random(0))
+    rewards = [r["reward"] for r in batch.rows]
+    assert rewards[0] == pytest.approx(1.0) and rewards[3] == pytest.approx(1.0)
+    assert 0 < rewards[1] < 0.6 and rewards[2] == pytest.approx(-0.2)  # weak coverage; unparsable vectors
+    adv = batch.advantages.tolist()
+    assert adv[0] == pytest.approx(adv[3]) and adv[0] > 0 > adv[2] and sum(adv) == pytest.approx(0, abs=1e-5)
+    for i, text in enumerate(answers):  # the completion mask covers exactly the answer's tokens
+        n = len(tok(text, add_special_tokens=False)["input_ids"])
+        assert int(batch.completion_mask[i].sum()) == n
+        assert float(batch.old_logprobs[i][batch.completion_mask[i].bool()].sum()) == pytest.approx(-0.5 * n)
+    assert batch.stats["compile_rate"] == 0.75 and batch.stats["distinct_ratio"] == 0.75
+    assert batch.stats["zero_std_fraction"] == 0.0
+
+
+def test_a_group_with_one_reward_everywhere_is_dropped_by_dynamic_sampling(tiny_xs, sim_cfg):
+    tok = AutoTokenizer.from_pretrained(tiny_xs)
+    task = load_tasks("generated", per_family=1, families=["counter"])[0]
+    same = [f"```vectors\n{task.meta['programs']['strong']}```\n"] * 2
+    with make_pool(2) as pool, pytest.warns(RuntimeWarning, match="kept 0 of 1 groups"):
+        batch = collect([task], GroupScript(tok, same), tok, pool, get_algo("dapo"), "vectors", 2, 1,
+                        SamplingParams(), sim_cfg, RewardConfig(), random.Random(0))
+    assert batch.rows == [] and batch.stats["zero_std_fraction"] == 1.0
