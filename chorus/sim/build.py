@@ -69,8 +69,8 @@ def build_fingerprint(cfg: SimConfig) -> str:
     return h.hexdigest()[:16]
 
 
-def _parallel_build(obj: Path) -> bool:
-    classes = obj / f"{PREFIX}_classes.mk"
+def _parallel_build(obj: Path, prefix: str = PREFIX) -> bool:
+    classes = obj / f"{prefix}_classes.mk"
     return classes.exists() and "VM_PARALLEL_BUILDS = 1" in classes.read_text()
 
 
@@ -88,19 +88,26 @@ def classify_failure(log: str, returncode: int | None) -> tuple[str, str]:
 
 
 def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_top: str,
-          defines: dict[str, str], cache_root: Path, naive: bool = False) -> BuildOutcome:
-    """Verilate and compile `sources` (paths relative to workdir/design) into workdir/obj/sim."""
+          defines: dict[str, str], cache_root: Path, naive: bool = False, prefix: str = PREFIX,
+          main: Path | None = None, extra_args: tuple[str, ...] = (),
+          extra_objects: tuple[Path, ...] = ()) -> BuildOutcome:
+    """Verilate and compile `sources` (paths relative to workdir/design) into workdir/obj/sim.
+
+    `main` replaces chorus's driver (e.g. cocotb's VPI main), `extra_args` go to Verilator and
+    `extra_objects` join the prebuilt runtime objects (e.g. the VPI ones a --vpi build needs)."""
     design, obj = workdir / "design", workdir / "obj"
-    shutil.copy(main_source(), design / "chorus_main.cpp")
+    main = main or main_source()
+    shutil.copy(main, design / main.name)
+    (workdir / "out").mkdir(exist_ok=True)
     env = tc.env()
     flags = verilator_flags(cfg, naive)
     mvars = make_vars(cfg, tc, naive)
     kit: RuntimeKit | None = None
     if not naive and cfg.prebuilt_runtime:
         kit = ensure_runtime(tc, flags, mvars, cache_root)
-    cmd = [str(tc.verilator), *flags, "--prefix", PREFIX, "--top-module", tb_top, "--Mdir", str(obj),
+    cmd = [str(tc.verilator), *flags, *extra_args, "--prefix", prefix, "--top-module", tb_top, "--Mdir", str(obj),
            "-o", BINARY, *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in defines.items()),
-           *sources, "chorus_main.cpp"]
+           *sources, main.name]
     log_v = workdir / "out" / "verilator.log"
     mem, fsz = cfg.mem_limit_mb, 512
     v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=log_v, mem_mb=mem, file_mb=fsz)
@@ -110,15 +117,15 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
         status, reason = classify_failure(v.log, v.returncode)
         return BuildOutcome(status, reason, v.log, v.seconds)
     make_args = dict(mvars)
+    for o in (*(kit.objects if kit else ()), *extra_objects):
+        shutil.copy(o, obj / o.name)  # copy, not copy2: must be newer than the generated .mk
     if kit is not None:
-        for o in kit.objects:
-            shutil.copy(o, obj / o.name)  # copy, not copy2: must be newer than Vtb.mk
         # Larger models are split into several files that use Verilator's own precompiled
         # header; gcc takes one PCH per compile, so ours must stay out of those builds.
-        if cfg.pch and kit.pch_header is not None and not _parallel_build(obj):
+        if cfg.pch and kit.pch_header is not None and not _parallel_build(obj, prefix):
             make_args["OPT_FAST"] = f"{make_args['OPT_FAST']} -include {kit.pch_header}"
     remaining = max(1.0, cfg.build_timeout_s - v.seconds)
-    cmd = ["make", "-s", "-C", str(obj), "-f", f"{PREFIX}.mk", f"-j{max(1, cfg.jobs)}",
+    cmd = ["make", "-s", "-C", str(obj), "-f", f"{prefix}.mk", f"-j{max(1, cfg.jobs)}",
            *(f"{k}={val}" for k, val in make_args.items())]
     log_m = workdir / "out" / "make.log"
     m = run_limited(cmd, cwd=obj, env=env, timeout_s=remaining, log_path=log_m, mem_mb=mem, file_mb=fsz)

@@ -12,15 +12,15 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..tasks.schema import Task
 from .build import build, build_fingerprint
 from .cache import ResultCache, default_cache_root
 from .config import SimConfig
-from .design import design_facts
 from .result import SimResult
 from .runtime import RuntimeBuildError
-from .simulate import run_and_score, stage_design
+from .simulate import run_and_score, stage_design, task_facts
 from .svlex import top_modules
 from .toolchain import ToolchainError, find_toolchain
 
@@ -37,15 +37,11 @@ def harness_key(task: Task, harness_sv: str, cfg: SimConfig, version: str) -> st
     return h.hexdigest()[:24]
 
 
-def ensure_harness(task: Task, harness_sv: str, cfg: SimConfig) -> tuple[Path | None, SimResult | None]:
-    """The cached binary for (design, harness), building it on first use; or why it cannot be built."""
-    try:
-        tc = find_toolchain()
-    except ToolchainError as exc:
-        return None, SimResult("harness_error", str(exc))
-    root = default_cache_root(cfg.cache_dir)
-    key = harness_key(task, harness_sv, cfg, tc.version)
-    binary = root / "prebuilt" / key / "sim"
+def cached_binary(subdir: str, key: str, cfg: SimConfig,
+                  build_into: Callable[[Path], SimResult | None]) -> tuple[Path | None, SimResult | None]:
+    """The binary cached under <cache>/<subdir>/<key>/sim, built once under a file lock by
+    `build_into(binary)`; a failed build is remembered for this process and returned again."""
+    binary = default_cache_root(cfg.cache_dir) / subdir / key / "sim"
     if binary.exists():
         return binary, None
     if key in _FAILED:
@@ -55,11 +51,32 @@ def ensure_harness(task: Task, harness_sv: str, cfg: SimConfig) -> tuple[Path | 
         fcntl.flock(lock, fcntl.LOCK_EX)
         if binary.exists():
             return binary, None
-        failure = _build_into(task, harness_sv, cfg, tc, root, binary)
+        failure = build_into(binary)
     if failure is not None:
         _FAILED[key] = failure
         return None, failure
     return binary, None
+
+
+def store_binary(built: Path, binary: Path) -> None:
+    """Move a freshly built binary into its cache slot atomically (readers never see half of it)."""
+    stage = binary.parent.with_name(binary.parent.name + ".tmp")
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    shutil.copy2(built, stage / "sim")
+    shutil.rmtree(binary.parent, ignore_errors=True)
+    stage.rename(binary.parent)
+
+
+def ensure_harness(task: Task, harness_sv: str, cfg: SimConfig) -> tuple[Path | None, SimResult | None]:
+    """The cached binary for (design, harness), building it on first use; or why it cannot be built."""
+    try:
+        tc = find_toolchain()
+    except ToolchainError as exc:
+        return None, SimResult("harness_error", str(exc))
+    root = default_cache_root(cfg.cache_dir)
+    key = harness_key(task, harness_sv, cfg, tc.version)
+    return cached_binary("prebuilt", key, cfg, lambda binary: _build_into(task, harness_sv, cfg, tc, root, binary))
 
 
 def _build_into(task, harness_sv, cfg, tc, root, binary: Path) -> SimResult | None:
@@ -80,12 +97,7 @@ def _build_into(task, harness_sv, cfg, tc, root, binary: Path) -> SimResult | No
         if b.status != "ok":
             return SimResult(b.status, f"the design does not build with the chorus harness: {b.reason}",
                              build_log=b.log, seconds={"build": round(b.seconds, 4)})
-        stage = binary.parent.with_name(binary.parent.name + ".tmp")
-        shutil.rmtree(stage, ignore_errors=True)
-        stage.mkdir(parents=True)
-        shutil.copy2(b.binary, stage / "sim")
-        shutil.rmtree(binary.parent, ignore_errors=True)
-        stage.rename(binary.parent)
+        store_binary(b.binary, binary)
         return None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -114,7 +126,7 @@ def run_harness(task: Task, harness_sv: str, files: dict[str, str], cfg: SimConf
         out.mkdir()
         for name, text in files.items():
             (run / name).write_text(text)
-        facts = design_facts(tuple(sorted(task.rtl.items())), tuple(sorted(task.defines.items())))
+        facts = task_facts(task)
         result = run_and_score(task, cfg, binary, run, out, facts, {})
     finally:
         if not cfg.keep_workdir:

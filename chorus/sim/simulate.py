@@ -35,6 +35,11 @@ def _safe_relpath(name: str) -> str | None:
     return str(p)
 
 
+def task_facts(task: Task):
+    """Design facts of the task's RTL (cached by content)."""
+    return design_facts(tuple(sorted(task.rtl.items())), tuple(sorted(task.defines.items())))
+
+
 def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) -> SimResult:
     cfg = cfg or SimConfig()
     t0 = time.monotonic()
@@ -57,7 +62,7 @@ def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) ->
 
 
 def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Path) -> SimResult:
-    facts = design_facts(tuple(sorted(task.rtl.items())), tuple(sorted(task.defines.items())))
+    facts = task_facts(task)
     reason = scan_testbench(testbench, facts.module_names)
     if reason:
         return SimResult("rejected", reason)

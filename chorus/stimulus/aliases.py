@@ -15,6 +15,7 @@ from ..tasks.schema import Task
 
 _CLOCK = re.compile(r"^(i_|in_)?(clk|clock)(_i|_in)?$|^(clk|clock)_\w+$|^\w+_(clk|clock)$", re.I)
 _RESET = re.compile(r"(^|_)(rst|reset|arst|srst)(n|_n|_b|_l|_ni)?($|_)|^(n_?rst|rstn|resetn)", re.I)
+ALIAS_NAME = re.compile(r"^(in\d+|out\d+|rst|rst_n|clk)$")  # what any alias looks like
 _ACTIVE_LOW = re.compile(r"(_n|_b|_l|_ni|n)$|^n_?rst|rstn|resetn", re.I)
 
 

@@ -8,7 +8,6 @@ program into a reference completion. A new format is one entry here plus conf/fo
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,11 +16,10 @@ from ..sim.prebuilt import run_harness
 from ..sim.svlex import tokenize
 from ..tasks.schema import Task
 from . import cocotb_stimulus
-from .aliases import AliasMap, alias_map
+from .aliases import ALIAS_NAME, AliasMap, alias_map
 from .program import Program, VectorsError, expand, parse_vectors, render_vectors
 from .skeleton import body_testbench, render_body, vectors_harness
 
-_ALIAS_LIKE = re.compile(r"^(in\d+|out\d+|rst|rst_n|clk)$")
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ def check_body(body: str, amap: AliasMap) -> SimResult | None:
     tokens = tokenize(body or "")
     known = {a.alias for a in amap.all} | {"clk"}  # the skeleton always has a clock to pace stimulus
     for t in tokens:
-        if t.kind == "ident" and _ALIAS_LIKE.match(t.text) and t.text not in known:
+        if t.kind == "ident" and ALIAS_NAME.match(t.text) and t.text not in known:
             return SimResult("compile_error", f"line {t.line}: unknown alias {t.text!r}; this design has "
                              f"{', '.join(sorted(known))}")
     drivable = set(amap.drivable)

@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import ast
 import importlib
-import re
 import types
 
 from ...sim.result import SimResult
-from ..aliases import AliasMap
+from ..aliases import ALIAS_NAME, AliasMap
 
 STIMULUS_FILE = "stimulus.py"
 MAX_CHARS = 200_000
-_ALIAS_LIKE = re.compile(r"^(in\d+|out\d+|rst|rst_n|clk)$")
 _ROOTS = ("cocotb", "random", "math")
 COCOTB_MODULES = {"cocotb", "cocotb.triggers", "cocotb.clock", "cocotb.types", "cocotb.handle", "cocotb.utils",
                   "cocotb.queue", "cocotb.task", "cocotb.result", "cocotb.simtime"}
@@ -137,7 +135,7 @@ class _Checker:
             return None
         if node.attr.startswith("_") or node.attr in _FRAME_ATTRS:
             self.fail(node, "rejected", f"attribute {node.attr!r} is not allowed")
-        if _ALIAS_LIKE.match(node.attr) and node.attr not in self.known:
+        if ALIAS_NAME.match(node.attr) and node.attr not in self.known:
             self.fail(node, "compile_error",
                       f"unknown alias {node.attr!r}; this design has {', '.join(sorted(self.known))}")
         writes = (node.attr == "value" and isinstance(node.ctx, ast.Store)) or (

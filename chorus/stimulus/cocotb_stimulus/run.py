@@ -2,7 +2,6 @@
 stimulus module in a fresh directory and score coverage like every other format."""
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -13,14 +12,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ...sim.build import classify_failure, build_fingerprint, make_vars, verilator_flags
+from ...sim.build import build, build_fingerprint, make_vars, verilator_flags
 from ...sim.cache import ResultCache, default_cache_root
 from ...sim.config import SimConfig
-from ...sim.design import design_facts
-from ...sim.process import run_limited
 from ...sim.result import SimResult
 from ...sim.runtime import RuntimeBuildError, ensure_runtime
-from ...sim.simulate import run_and_score, stage_design
+from ...sim.prebuilt import cached_binary, store_binary
+from ...sim.simulate import run_and_score, stage_design, task_facts
 from ...sim.toolchain import ToolchainError, find_toolchain, flagset_key
 from ...tasks.schema import Task
 from ..aliases import AliasMap, alias_map
@@ -35,9 +33,6 @@ _SAFE_BUILTINS = ("abs all any bin bool bytes chr dict divmod enumerate filter f
                   "slice sorted str sum tuple zip Exception ValueError TypeError RuntimeError AssertionError "
                   "ArithmeticError ZeroDivisionError IndexError KeyError LookupError AttributeError "
                   "NotImplementedError OverflowError StopIteration StopAsyncIteration TimeoutError").split()
-
-_FAILED: dict[str, SimResult] = {}
-
 
 def _cocotb_paths() -> tuple[Path, Path, str]:
     import cocotb
@@ -64,26 +59,16 @@ def ensure_build(task: Task, cfg: SimConfig) -> tuple[Path | None, str, SimResul
         key = build_key(task, wrapper, cfg, tc)
     except (ToolchainError, ImportError) as exc:
         return None, "", SimResult("harness_error", f"cocotb format unavailable: {exc}")
-    root = default_cache_root(cfg.cache_dir)
-    binary = root / "cocotb" / key / "sim"
-    if binary.exists():
-        return binary, key, None
-    if key in _FAILED:
-        return None, key, _FAILED[key]
-    binary.parent.parent.mkdir(parents=True, exist_ok=True)
-    with open(binary.parent.parent / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if binary.exists():
-            return binary, key, None
-        failure = _build_into(task, wrapper, cfg, tc, root, binary)
-    if failure is not None:
-        _FAILED[key] = failure
-        return None, key, failure
-    return binary, key, None
+    binary, failure = cached_binary("cocotb", key, cfg, lambda b: _build_into(task, wrapper, cfg, tc, b))
+    return binary, key, failure
 
 
-def _build_into(task: Task, wrapper: str, cfg: SimConfig, tc, root: Path, binary: Path) -> SimResult | None:
+def _build_into(task: Task, wrapper: str, cfg: SimConfig, tc, binary: Path) -> SimResult | None:
     libs, main, _ = _cocotb_paths()
+    root = default_cache_root(cfg.cache_dir)
+    # --vpi adds runtime objects the shared kit lacks (verilated_vpi.o, verilated_dpi.o); like the
+    # kit they depend only on the flags, so the first cocotb build keeps them for the next ones.
+    extra = root / "cocotb" / f"runtime-{flagset_key(tc, verilator_flags(cfg), make_vars(cfg, tc))}"
     workdir = Path(tempfile.mkdtemp(prefix="chorus-cocotb-build-"))
     try:
         design, obj = workdir / "design", workdir / "obj"
@@ -93,55 +78,30 @@ def _build_into(task: Task, wrapper: str, cfg: SimConfig, tc, root: Path, binary
             return sources
         (design / "verif").mkdir(exist_ok=True)
         (design / "verif" / f"{COCOTB_TOP}.sv").write_text(wrapper)
-        shutil.copy(main, design / "verilator.cpp")
-        env, flags, mvars = tc.env(), verilator_flags(cfg), make_vars(cfg, tc)
-        try:  # the same prebuilt runtime objects as every other build
-            kit = ensure_runtime(tc, flags, mvars, root) if cfg.prebuilt_runtime else None
+        try:
+            b = build(tc, cfg, workdir, [*sources, f"verif/{COCOTB_TOP}.sv"], COCOTB_TOP, task.defines, root,
+                      prefix="Vtop", main=main,
+                      extra_args=("--vpi", "-LDFLAGS", f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator"),
+                      extra_objects=tuple(sorted(extra.glob("verilated*.o"))))
         except RuntimeBuildError as exc:
             return SimResult("harness_error", str(exc).splitlines()[0])
-        cmd = [str(tc.verilator), *flags, "--vpi", "--prefix", "Vtop", "--top-module", COCOTB_TOP,
-               "--Mdir", str(obj), "-o", "sim", "-LDFLAGS", f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator",
-               *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in task.defines.items()),
-               *sources, f"verif/{COCOTB_TOP}.sv", "verilator.cpp"]
-        v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=workdir / "verilator.log",
-                        mem_mb=cfg.mem_limit_mb, file_mb=512)
-        if v.timed_out or v.returncode != 0:
-            status, reason = (("timeout", "Verilator timed out") if v.timed_out
-                              else classify_failure(v.log, v.returncode))
-            return SimResult(status, f"the design does not build with the cocotb wrapper: {reason}", build_log=v.log)
-        # --vpi adds runtime objects the shared kit lacks (verilated_vpi.o, verilated_dpi.o); like the
-        # kit they depend only on the flags, so the first cocotb build keeps them for the next ones.
-        extra = root / "cocotb" / f"runtime-{flagset_key(tc, flags, mvars)}"
-        for o in (*(kit.objects if kit else ()), *sorted(extra.glob("verilated*.o"))):
-            shutil.copy(o, obj / o.name)  # copy, not copy2: must be newer than Vtop.mk
-        if kit is not None:
-            classes = obj / "Vtop_classes.mk"
-            if cfg.pch and kit.pch_header is not None and "VM_PARALLEL_BUILDS = 1" not in classes.read_text():
-                mvars = {**mvars, "OPT_FAST": f"{mvars['OPT_FAST']} -include {kit.pch_header}"}
-        cmd = ["make", "-s", "-C", str(obj), "-f", "Vtop.mk", f"-j{max(1, cfg.jobs)}",
-               *(f"{k}={x}" for k, x in mvars.items())]
-        m = run_limited(cmd, cwd=obj, env=env, timeout_s=max(1.0, cfg.build_timeout_s - v.seconds),
-                        log_path=workdir / "make.log", mem_mb=cfg.mem_limit_mb, file_mb=512)
-        if m.timed_out or m.returncode != 0 or not (obj / "sim").exists():
-            first = next((ln for ln in m.log.splitlines() if "error" in ln.lower()), m.log.strip()[-200:])
-            return SimResult("timeout" if m.timed_out else "harness_error",
-                             f"C++ build of the cocotb model failed: {first[:300]}", build_log=v.log + m.log)
+        if b.status != "ok":
+            return SimResult(b.status, f"the design does not build with the cocotb wrapper: {b.reason}",
+                             build_log=b.log)
         if not extra.exists():
+            shared = {o.name for o in ensure_runtime(tc, verilator_flags(cfg), make_vars(cfg, tc), root).objects} \
+                if cfg.prebuilt_runtime else set()
             tmp = extra.with_name(f"{extra.name}.{os.getpid()}.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            for o in set(obj.glob("verilated*.o")) - {obj / k.name for k in (kit.objects if kit else ())}:
-                shutil.copy2(o, tmp / o.name)
+            for o in obj.glob("verilated*.o"):
+                if o.name not in shared:
+                    shutil.copy2(o, tmp / o.name)
             try:
                 tmp.rename(extra)
             except OSError:  # another process stored them first
                 shutil.rmtree(tmp, ignore_errors=True)
-        stage = binary.parent.with_name(binary.parent.name + ".tmp")
-        shutil.rmtree(stage, ignore_errors=True)
-        stage.mkdir(parents=True)
-        shutil.copy2(obj / "sim", stage / "sim")
-        shutil.rmtree(binary.parent, ignore_errors=True)
-        stage.rename(binary.parent)
+        store_binary(b.binary, binary)
         return None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -214,7 +174,7 @@ def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
         out.mkdir()
         (run / STIMULUS_FILE).write_text(text)
         (run / f"{HARNESS_MODULE}.py").write_text(HARNESS)
-        facts = design_facts(tuple(sorted(task.rtl.items())), tuple(sorted(task.defines.items())))
+        facts = task_facts(task)
         args = ("--coverage-per-instance", f"+verilator+coverage+file+{out / 'coverage.dat'}")
         result = run_and_score(task, cfg, binary, run, out, facts, {}, extra_args=args,
                                extra_env=_env(run, amap, opts, cfg))
