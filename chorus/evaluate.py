@@ -17,19 +17,13 @@ from omegaconf import DictConfig, OmegaConf
 from .config_schema import CONF_DIR, register_configs
 from .policy.static import STATIC_POLICIES
 from .scoring import score_completions
-from .sim import SimConfig
+from .sim.config import sim_config
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError, load_tasks
 from .tracking.run_dir import write_run
 from .tracking.summary import summarize
 
 register_configs()
-
-
-def sim_config(sim: dict) -> tuple[SimConfig, int | None]:
-    sim = dict(sim)
-    workers = sim.pop("workers", None)
-    return SimConfig.from_dict(sim), workers
 
 
 def run(cfg: dict, out_dir: Path) -> dict:

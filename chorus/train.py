@@ -12,8 +12,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from .config_schema import CONF_DIR, register_configs
-from .evaluate import sim_config
 from .sft.stages import run_stage
+from .sim.config import sim_config
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError
 

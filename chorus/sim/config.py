@@ -44,3 +44,10 @@ class SimConfig:
         if "extra_verilator_flags" in d:
             d["extra_verilator_flags"] = tuple(d["extra_verilator_flags"] or ())
         return cls(**d)
+
+
+def sim_config(settings: dict) -> tuple[SimConfig, int | None]:
+    """The `simulator` config group as (SimConfig, number of parallel workers)."""
+    settings = dict(settings)
+    workers = settings.pop("workers", None)
+    return SimConfig.from_dict(settings), workers
