@@ -100,7 +100,7 @@ def render_body(program: Program, amap: AliasMap) -> str:
         reset = bool(r) and (s.reset or any(a == r.alias and v == amap.reset_active for a, v in s.assigns))
         assigns = [(a, v) for a, v in s.assigns if not (r and a == r.alias)]
         fixed = [f"{a} = {_literal(amap, a, v)};" for a, v in assigns if v is not RANDOM]
-        rand = [f"{a} = $urandom;" for a, v in assigns if v is RANDOM]
+        rand = [f"{a} = {_random_literal(amap.drivable[a].width)};" for a, v in assigns if v is RANDOM]
         if reset:
             fixed.insert(0, f"{r.alias} = 1'b{amap.reset_active};")
         if fixed:
@@ -112,6 +112,12 @@ def render_body(program: Program, amap: AliasMap) -> str:
         if reset:
             out.append(f"    {r.alias} = 1'b{1 - amap.reset_active};")
     return "\n".join(out) + "\n"
+
+
+def _random_literal(width: int) -> str:
+    """Enough $urandom words to fill every bit of a `width`-bit input."""
+    words = -(-width // 32)
+    return "$urandom" if words == 1 else "{" + ", ".join(["$urandom"] * words) + "}"
 
 
 def _literal(amap: AliasMap, alias: str, value: int) -> str:

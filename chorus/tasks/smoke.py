@@ -4,12 +4,14 @@ with pyslang, wired through the canonical aliases) around uniform random stimulu
 from __future__ import annotations
 
 from ..stimulus.aliases import alias_map
-from ..stimulus.program import random_program
+from ..stimulus.program import RANDOM, Program, Step
 from ..stimulus.skeleton import body_testbench, render_body
 from .schema import Task
 
 
-def smoke_testbench(task: Task, cycles: int = 200, seed: int = 1) -> str:
+def smoke_testbench(task: Task, cycles: int = 200) -> str:
+    """One reset, then every data input random on each of `cycles` cycles (a compact SV loop)."""
     amap = alias_map(task)
-    program = random_program(amap, cycles, seed, reset_rate=0.0)  # one reset at the start only
-    return body_testbench(task, amap, render_body(program, amap))
+    steps = [Step((), 2, True)] if amap.reset else []
+    steps.append(Step(tuple((a.alias, RANDOM) for a in amap.inputs), cycles, False))
+    return body_testbench(task, amap, render_body(Program(steps), amap))
