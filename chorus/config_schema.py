@@ -52,7 +52,7 @@ class ModelConf:
     seed: int = 0
     dtype: str = "float32"
     device: str = "cpu"
-    attn_implementation: Optional[str] = "eager"
+    attn_implementation: Optional[str] = "sdpa"
 
 
 @dataclass
@@ -115,14 +115,79 @@ class SFTStageConf:
     warmup_steps: int = 20
     max_tokens: int = 4096
     max_new_tokens: int = 256
+    max_prompt_tokens: int = 3072  # prompts are shortened (RTL, then spec) to this, as at generation time
+
+
+@dataclass
+class RLAlgoConf:
+    name: str = "dapo"
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    kl_coef: float = 0.0  # > 0 loads a frozen reference (GRPO's k3 KL)
+    dynamic_sampling: bool = True
+    std_threshold: float = 1e-3
+    max_refills: int = 2
+    overlong_buffer: int = 64
+
+
+@dataclass
+class TrainerConf:
+    name: str = "cpu"
+    accelerator: str = "cpu"
+    devices: Any = 1
+    num_nodes: int = 1
+    strategy: str = "auto"
+    precision: str = "32-true"
+
+
+@dataclass
+class RewardConf:
+    compile_penalty: float = 0.0
+    empty_penalty: float = -0.1
+    pass_bonus: float = 0.0
+
+
+@dataclass
+class LoraConf:
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.0
+    target_modules: Optional[List[str]] = None
+
+
+@dataclass
+class RLConf:
+    steps: int = 30  # rollout iterations = optimizer steps
+    prompts_per_step: int = 4
+    group_size: int = 8
+    micro_batch: int = 8  # sequences per forward/backward
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    warmup_steps: int = 2
+    grad_clip: float = 1.0
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    max_prompt_tokens: int = 3072
+    engine: str = "hf"  # hf | vllm (required under trainer=fsdp)
+    lora: Optional[LoraConf] = None  # null = full fine-tuning
+    reward: RewardConf = field(default_factory=RewardConf)
+    tasks: TasksConf = field(default_factory=TasksConf)
+    eval_tasks: TasksConf = field(default_factory=TasksConf)
+    eval_every: int = 0  # steps between held-out evaluations; 0 = only at the end
+    eval_samples: int = 2
+    save_every: int = 5  # steps between resumable Lightning checkpoints
+    resume: bool = True  # continue from <run>/ckpt/last.ckpt when it exists
 
 
 @dataclass
 class TrainConf:
     sft_stage: Any = None
+    rl_algo: Any = None
+    trainer: Any = None
     model: Any = None
     format: Any = None
     simulator: Any = None
+    rl: RLConf = field(default_factory=RLConf)
     job: str = "sft"
     runs_dir: str = "runs"
     seed: int = 0
@@ -145,6 +210,8 @@ def register_configs() -> None:
     cs.store(name="evaluate_schema", node=EvaluateConf)
     cs.store(name="train_schema", node=TrainConf)
     cs.store(group="sft_stage", name="sft_stage_schema", node=SFTStageConf)
+    cs.store(group="rl_algo", name="rl_algo_schema", node=RLAlgoConf)
+    cs.store(group="trainer", name="trainer_schema", node=TrainerConf)
     cs.store(group="tasks", name="tasks_schema", node=TasksConf)
     cs.store(group="policy", name="policy_schema", node=PolicyConf)
     cs.store(group="format", name="format_schema", node=FormatConf)

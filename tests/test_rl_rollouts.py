@@ -1,13 +1,12 @@
 """One rollout iteration against real Verilator: rewards, group advantages and update tensors."""
-import random
-
 import pytest
 from transformers import AutoTokenizer
 
 from chorus.policy.engines import Generation, SamplingParams
 from chorus.rl.algos import get_algo
 from chorus.rl.rewards import RewardConfig
-from chorus.rl.rollouts import collect
+from chorus.rl.rollouts import RolloutSpec, collect
+from chorus.rl.sampler import TaskSampler
 from chorus.sim.pool import make_pool
 from chorus.tasks import load_tasks
 
@@ -36,8 +35,8 @@ def test_collect_scores_groups_and_builds_masked_update_tensors(tiny_xs, sim_cfg
     answers = [f"```vectors\n{strong}```\n", f"```vectors\n{weak}```\n", "no idea", f"```vectors\n{strong}```\n"]
     algo = get_algo("dapo", overlong_buffer=0)
     with make_pool(2) as pool:
-        batch = collect([task], GroupScript(tok, answers), tok, pool, algo, "vectors", 4, 1, SamplingParams(),
-                        sim_cfg, RewardConfig(compile_penalty=-0.2), random.Random(0))
+        spec = RolloutSpec(algo, "vectors", 4, SamplingParams(), sim_cfg, RewardConfig(compile_penalty=-0.2))
+        batch = collect(TaskSampler([task]).draw, GroupScript(tok, answers), tok, pool, spec, 1)
     rewards = [r["reward"] for r in batch.rows]
     assert rewards[0] == pytest.approx(1.0) and rewards[3] == pytest.approx(1.0)
     assert 0 < rewards[1] < 0.6 and rewards[2] == pytest.approx(-0.2)  # weak coverage; unparsable vectors
@@ -55,7 +54,11 @@ def test_a_group_with_one_reward_everywhere_is_dropped_by_dynamic_sampling(tiny_
     tok = AutoTokenizer.from_pretrained(tiny_xs)
     task = load_tasks("generated", per_family=1, families=["counter"])[0]
     same = [f"```vectors\n{task.meta['programs']['strong']}```\n"] * 2
-    with make_pool(2) as pool, pytest.warns(RuntimeWarning, match="kept 0 of 1 groups"):
-        batch = collect([task], GroupScript(tok, same), tok, pool, get_algo("dapo"), "vectors", 2, 1,
-                        SamplingParams(), sim_cfg, RewardConfig(), random.Random(0))
+    sampler = TaskSampler([task])
+    spec = RolloutSpec(get_algo("dapo", max_refills=2), "vectors", 2, SamplingParams(), sim_cfg)
+    with make_pool(2) as pool, pytest.warns(RuntimeWarning, match="kept 0 of 1 groups after 2 refills"):
+        batch = collect(sampler.draw, GroupScript(tok, same), tok, pool, spec, 1)
     assert batch.rows == [] and batch.stats["zero_std_fraction"] == 1.0
+    # the two refills drew (and simulated) two more groups: the data position moved past them
+    assert sampler.drawn == 3 and batch.stats["samples"] == 6 and batch.stats["refills"] == 2
+    assert batch.input_ids.shape[0] == 0

@@ -11,7 +11,7 @@ from chorus.sft.stages import run_stage
 STAGE = {"tasks": {"difficulty": "easy", "per_family": 1, "seed": 0, "families": ["counter"]},
          "kinds": ["validated", "repair"], "min_coverage": 80.0, "prioritised": False, "steps": 3,
          "batch_size": 2, "lr": 1e-3, "warmup_steps": 1, "max_tokens": 4096, "max_new_tokens": 16,
-         "checkpoint": None}
+         "max_prompt_tokens": 3072, "checkpoint": None}
 
 
 def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim_cfg):
@@ -31,11 +31,24 @@ def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim
 
 @pytest.mark.parametrize("overrides, message", [
     (["sft_stage=stage2"], "stage stage1 has no checkpoint"),
-    (["job=rl"], "unknown job 'rl'"),
+    (["job=nope"], "unknown job 'nope'"),
     (["sft_stage=stage1", "sft_stage.checkpoint=/no/such/model"], "does not exist"),
+    (["job=rl", "sft_stage=stage1"], "stage stage1 has no checkpoint"),
+    (["job=rl", "sft_stage.checkpoint=/no/such/model"], "does not exist"),
 ])
 def test_train_cli_errors_name_the_fix(tmp_path, overrides, message):
     p = subprocess.run([sys.executable, "-m", "chorus.train", *overrides, f"runs_dir={tmp_path}",
                         f"hydra.run.dir={tmp_path / 'h'}"], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ))
     assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["job=rl", "rl_algo=ppo"], "Could not find 'rl_algo/ppo'"),
+    (["sft_stage=stage9"], "Could not find 'sft_stage/stage9'"),
+])
+def test_unknown_group_options_list_the_choices(tmp_path, overrides, message):
+    p = subprocess.run([sys.executable, "-m", "chorus.train", *overrides, f"runs_dir={tmp_path}",
+                        f"hydra.run.dir={tmp_path / 'h'}"], capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0 and message in p.stderr and "Available options" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -78,7 +78,7 @@ def test_second_call_reuses_the_cache(built_s, corpus, monkeypatch):
     assert [p.name for p in built_s.parent.iterdir()] == [built_s.name]  # no temp dir left behind
     model, tok = load_tiny("s", seed=0, corpus=corpus, cache_root=built_s.parent.parent)
     assert model.config.hidden_size == 256 and model.dtype == torch.float32
-    assert model.config._attn_implementation == "eager" and tok.eos_token == "<|im_end|>"
+    assert model.config._attn_implementation == "sdpa" and tok.eos_token == "<|im_end|>"
 
 
 def test_a_few_sft_steps_lower_the_loss(built_s, corpus):

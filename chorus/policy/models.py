@@ -33,7 +33,7 @@ def resolve_path(name: str = "tiny", path: str | None = None, size: str = "s", s
 
 
 def load_model(name: str = "tiny", path: str | None = None, size: str = "s", seed: int = 0, dtype: str = "float32",
-               device: str = "cpu", attn_implementation: str | None = "eager", lora: dict | None = None, **_):
+               device: str = "cpu", attn_implementation: str | None = "sdpa", lora: dict | None = None, **_):
     """(model, tokenizer) ready for generation, in eval mode, on `device`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

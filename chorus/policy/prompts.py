@@ -74,23 +74,31 @@ def render_messages(tokenizer, msgs: list[dict]) -> str:
     return "\n\n".join(f"{m['role'].upper()}:\n{m['content']}" for m in msgs) + "\n\nASSISTANT:\n"
 
 
-def render_prompt(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> Prompt:
-    """The prompt text for `tokenizer`, shortened (RTL first, then spec) to fit."""
+def fit_messages(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> tuple[list[dict], Prompt]:
+    """The task's chat messages shortened (RTL first, then spec) until the rendered prompt fits,
+    and the rendered prompt. SFT uses the messages, so a model trains on the prompts it will see."""
     def size(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    text = render_messages(tokenizer, messages(task, fmt))
+    msgs = messages(task, fmt)
+    text = render_messages(tokenizer, msgs)
     n = size(text)
     if n <= max_prompt_tokens:
-        return Prompt(text, n, False)
+        return msgs, Prompt(text, n, False)
     longest = max((len(t) for t in task.rtl.values()), default=0)
     for frac in (0.5, 0.25, 0.1, 0.0):
         for spec_frac in (1.0, 0.5, 0.2, 0.0):
             rtl_chars, spec_chars = int(longest * frac), int(len(task.spec) * spec_frac)
-            text = render_messages(tokenizer, messages(task, fmt, rtl_chars=rtl_chars, spec_chars=spec_chars))
+            msgs = messages(task, fmt, rtl_chars=rtl_chars, spec_chars=spec_chars)
+            text = render_messages(tokenizer, msgs)
             m = size(text)
             if m <= max_prompt_tokens:
-                return Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL cut to {rtl_chars} "
-                                             f"chars per file, spec to {spec_chars} chars")
+                return msgs, Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL cut to "
+                                                   f"{rtl_chars} chars per file, spec to {spec_chars} chars")
     raise PromptTooLong(f"task {task.id}: the prompt needs {m} tokens even with RTL and spec removed, more than "
                         f"max_prompt_tokens={max_prompt_tokens}; raise it or use a model with a longer context")
+
+
+def render_prompt(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> Prompt:
+    """The prompt text for `tokenizer`, shortened (RTL first, then spec) to fit."""
+    return fit_messages(task, fmt, tokenizer, max_prompt_tokens)[1]

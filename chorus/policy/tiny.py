@@ -168,7 +168,7 @@ def build_tiny(size: str = "s", seed: int = 0, corpus: list[str] | None = None,
 
 def load_tiny(size: str = "s", seed: int = 0, corpus: list[str] | None = None,
               path: str | Path | None = None, cache_root: str | Path | None = None,
-              dtype: str = "float32", device: str = "cpu", attn_implementation: str = "eager"):
+              dtype: str = "float32", device: str = "cpu", attn_implementation: str = "sdpa"):
     """Build-or-load, then (model, tokenizer) through the same from_pretrained calls as any checkpoint.
 
     Arguments mirror conf/model/tiny.yaml: path=None builds/caches automatically; a path is loaded as is.

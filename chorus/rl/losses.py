@@ -71,3 +71,25 @@ def sft_loss(logits: torch.Tensor, labels: torch.Tensor, normalizer: float | Non
                                             shift_labels.reshape(-1), ignore_index=-100, reduction="sum")
     n = normalizer if normalizer is not None else int((shift_labels != -100).sum().clamp(min=1))
     return per / n
+
+
+def step_normalizer(completion_mask: torch.Tensor, mode: str) -> float:
+    """What `aggregate` divides by, computed once over the whole optimizer step (all micro-batches):
+    completion tokens for token_mean, sequences otherwise."""
+    if mode == "token_mean":
+        return float(completion_mask.sum().clamp(min=1))
+    return float(max(1, completion_mask.size(0)))
+
+
+def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0,
+                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-prob of each next token, aligned with `input_ids` ([B, T]; position 0 is 0), and optionally
+    the entropy of each position's distribution. Logits are divided by the sampling temperature so
+    the result matches what the engine sampled from."""
+    logp_all = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
+    picked = logp_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    pad = picked.new_zeros(picked.size(0), 1)
+    entropy = None
+    if with_entropy:
+        entropy = torch.cat([pad, -(logp_all.exp() * logp_all).sum(-1)], dim=1)
+    return torch.cat([pad, picked], dim=1), entropy

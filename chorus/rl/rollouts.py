@@ -1,11 +1,14 @@
 """One RL rollout iteration outside the training step: prompts -> group samples -> simulator ->
-rewards -> advantages -> (dynamic sampling) -> padded tensors for the update."""
+rewards -> advantages -> (dynamic sampling with refill) -> padded tensors for the update.
+
+Generation runs a few prompts at a time; each finished group goes to the simulator pool at once,
+so simulating one group overlaps with generating the next."""
 from __future__ import annotations
 
 import functools
-import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -29,58 +32,108 @@ class RolloutBatch:
     old_logprobs: torch.Tensor  # [B, T] sampling log-probs on completion positions
     advantages: torch.Tensor  # [B]
     rows: list[dict]  # one per sample: task, reward, status, coverage, lengths
-    stats: dict
+    stats: dict = field(default_factory=dict)
 
 
-def collect(tasks, engine, tokenizer, pool, algo: RLAlgo, fmt: str, group_size: int, prompts_per_step: int,
-            params: SamplingParams, sim: SimConfig, rcfg: RewardConfig, rng: random.Random,
-            max_prompt_tokens: int = 3072) -> RolloutBatch:
+@dataclass
+class RolloutSpec:
+    """Everything a rollout needs besides the policy and the tasks (plain values)."""
+    algo: RLAlgo
+    fmt: str
+    group_size: int
+    params: SamplingParams
+    sim: SimConfig
+    rewards: RewardConfig = RewardConfig()
+    max_prompt_tokens: int = 3072
+    prompts_per_generate: int = 4
+
+
+def sample_groups(tasks, engine, tokenizer, pool, spec: RolloutSpec, seed: int) -> tuple[list[list[dict]], dict]:
+    """G samples per task, scored; returns the groups and timings (generation, simulation wait)."""
+    job = functools.partial(parsed_job, spec.fmt, {})
+    t_gen, pending = 0.0, []
+    for start in range(0, len(tasks), spec.prompts_per_generate):
+        chunk = tasks[start:start + spec.prompts_per_generate]
+        prompts = [render_prompt(t, spec.fmt, tokenizer, spec.max_prompt_tokens) for t in chunk]
+        t0 = time.monotonic()
+        gens = engine.generate([p.text for p in prompts], n=spec.group_size,
+                               params=SamplingParams(**{**spec.params.__dict__, "seed": seed + start}))
+        t_gen += time.monotonic() - t0
+        for t, p, group in zip(chunk, prompts, gens):
+            pending.append((t, p, group, [pool.submit(job, t, g, spec.sim) for g in group]))
     t0 = time.monotonic()
-    chosen = rng.sample(list(tasks), min(prompts_per_step, len(tasks)))
-    prompts = [render_prompt(t, fmt, tokenizer, max_prompt_tokens) for t in chosen]
-    gens = engine.generate([p.text for p in prompts], n=group_size, params=params)
-    t_gen = time.monotonic() - t0
-    job = functools.partial(parsed_job, fmt, {})
-    futures = [[pool.submit(job, t, g, sim) for g in group] for t, group in zip(chosen, gens)]
     groups = []
-    for t, p, group, futs in zip(chosen, prompts, gens, futures):
+    for t, p, group, futs in pending:
         samples = []
         for g, f in zip(group, futs):
             r = f.result()
-            value = reward(r.status, r.overall, r.passed(t.target), rcfg)
-            if value is not None and algo.overlong_buffer:
-                value += overlong_penalty(len(g.token_ids), params.max_new_tokens, algo.overlong_buffer)
+            value = reward(r.status, r.overall, r.passed(t.target), spec.rewards)
+            if value is not None and spec.algo.overlong_buffer:
+                value += overlong_penalty(len(g.token_ids), spec.params.max_new_tokens, spec.algo.overlong_buffer)
             samples.append({"task": t, "prompt": p.text, "gen": g, "result": r, "reward": value})
         groups.append(samples)
-    t_sim = time.monotonic() - t0 - t_gen
+    return groups, {"generation_s": t_gen, "simulation_s": time.monotonic() - t0}
+
+
+def collect(draw: Callable[[int], list], engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int,
+            seed: int = 0) -> RolloutBatch:
+    """One rollout iteration: `draw(k)` gives the next k tasks (the sampler owns the data position)."""
+    algo, timing = spec.algo, {"generation_s": 0.0, "simulation_s": 0.0}
+    calls = 0
+
+    def sample(k: int) -> list[list[dict]]:
+        nonlocal calls
+        groups, t = sample_groups(draw(k), engine, tokenizer, pool, spec, seed + 7919 * calls)
+        calls += 1
+        for key in timing:
+            timing[key] += t[key]
+        return groups
+
+    groups = sample(prompts_per_step)
+    seen = list(groups)
     if algo.dynamic_sampling:
-        groups, ds = dynamic_sample(groups, lambda grp: [s["reward"] for s in grp], want=len(groups),
-                                    refill=lambda k: [], std_threshold=algo.std_threshold, max_refills=0)
+        def refill(k):
+            more = sample(k)
+            seen.extend(more)
+            return more
+        groups, ds = dynamic_sample(groups, lambda grp: [s["reward"] for s in grp], want=prompts_per_step,
+                                    refill=refill, std_threshold=algo.std_threshold, max_refills=algo.max_refills)
     else:
-        ds = {"zero_std_fraction": sum(reward_std([s["reward"] for s in g]) <= algo.std_threshold
-                                       for g in groups) / max(1, len(groups))}
+        ds = {"zero_std_fraction": _zero_std_fraction(groups, algo.std_threshold), "refills": 0}
     rows, seqs = [], []
     for grp in groups:
-        advs = ADVANTAGES[algo.advantage]([s["reward"] for s in grp])
-        for s, a in zip(grp, advs):
+        for s, a in zip(grp, ADVANTAGES[algo.advantage]([s["reward"] for s in grp])):
             prompt_ids = tokenizer(s["prompt"], add_special_tokens=False)["input_ids"]
             seqs.append((prompt_ids, s["gen"].token_ids, s["gen"].logprobs, a))
-            r = s["result"]
-            rows.append({"task_id": s["task"].id, "reward": s["reward"], "advantage": a, "status": r.status,
-                         "overall": r.overall, "passed": r.passed(s["task"].target),
-                         "completion_tokens": len(s["gen"].token_ids), "finish_reason": s["gen"].finish_reason,
-                         "parse_status": parse_completion(s["gen"].text, fmt).status, "text": s["gen"].text})
-    batch = _pad(seqs, tokenizer.pad_token_id)
+            rows.append(_row(s, a, spec.fmt))
+    sampled = [_row(s, None, spec.fmt) for grp in seen for s in grp]  # stats describe every sample drawn
+    stats = {**sample_stats(sampled), "zero_std_fraction": ds["zero_std_fraction"], "refills": ds["refills"],
+             "groups_kept": len(groups), "samples_trained": len(rows), **timing}
+    return RolloutBatch(*_pad(seqs, tokenizer.pad_token_id), rows=rows, stats=stats)
+
+
+def _zero_std_fraction(groups, threshold: float) -> float:
+    return sum(reward_std([s["reward"] for s in g]) <= threshold for g in groups) / max(1, len(groups))
+
+
+def _row(s: dict, advantage: float | None, fmt: str) -> dict:
+    r, g = s["result"], s["gen"]
+    return {"task_id": s["task"].id, "reward": s["reward"], "advantage": advantage, "status": r.status,
+            "overall": r.overall, "passed": r.passed(s["task"].target), "completion_tokens": len(g.token_ids),
+            "finish_reason": g.finish_reason, "parse_status": parse_completion(g.text, fmt).status, "text": g.text}
+
+
+def sample_stats(rows: list[dict]) -> dict:
+    n = max(1, len(rows))
     rewards = [r["reward"] for r in rows if r["reward"] is not None]
     texts = [r["text"] for r in rows]
-    stats = {"reward_mean": sum(rewards) / len(rewards) if rewards else 0.0, "reward_std": reward_std(rewards),
-             "pass_rate": sum(r["passed"] for r in rows) / max(1, len(rows)),
-             "compile_rate": sum(r["status"] == "ok" for r in rows) / max(1, len(rows)),
-             "truncated_fraction": sum(r["finish_reason"] == "length" for r in rows) / max(1, len(rows)),
-             "completion_len_mean": sum(r["completion_tokens"] for r in rows) / max(1, len(rows)),
-             "distinct_ratio": len(set(texts)) / max(1, len(texts)), "zero_std_fraction": ds["zero_std_fraction"],
-             "generation_s": t_gen, "simulation_s": t_sim}
-    return RolloutBatch(*batch, rows=rows, stats=stats)
+    return {"reward_mean": sum(rewards) / len(rewards) if rewards else 0.0, "reward_std": reward_std(rewards),
+            "pass_rate": sum(r["passed"] for r in rows) / n,
+            "compile_rate": sum(r["status"] == "ok" for r in rows) / n,
+            "truncated_fraction": sum(r["finish_reason"] == "length" for r in rows) / n,
+            "completion_len_mean": sum(r["completion_tokens"] for r in rows) / n,
+            "completion_len_max": max((r["completion_tokens"] for r in rows), default=0),
+            "distinct_ratio": len(set(texts)) / n, "samples": len(rows)}
 
 
 def _pad(seqs, pad_id: int):

@@ -14,6 +14,7 @@ import functools
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..policy.parsing import parse_completion
 from ..policy.prompts import FENCE, FILENAME, messages
@@ -51,8 +52,13 @@ def candidates(task: Task, fmt: str, grades: tuple[str, ...] = ("strong", "mediu
 
 
 def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: float = 80.0,
-                   repair: bool = True, workers: int | None = None) -> list[Example]:
-    """Simulate every candidate; keep validated answers and pair weaker ones with better ones."""
+                   repair: bool = True, workers: int | None = None,
+                   prompt: Callable[[Task], list[dict]] | None = None) -> list[Example]:
+    """Simulate every candidate; keep validated answers and pair weaker ones with better ones.
+
+    `prompt(task)` gives the task's chat messages (default: the full prompt; stages pass the
+    shortened prompt that fits their prompt budget)."""
+    prompt = prompt or (lambda t: messages(t, fmt))
     jobs, where = [], []
     for t in tasks:
         for grade, code in candidates(t, fmt):
@@ -70,7 +76,7 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
         best = max(ok, key=lambda e: e[3].overall)
         t = best[0]
         for _, grade, code, r in ok:
-            examples.append(Example(t.id, "validated", messages(t, fmt), answer(t, fmt, code), r.overall,
+            examples.append(Example(t.id, "validated", prompt(t), answer(t, fmt, code), r.overall,
                                     {"grade": grade}))
         if not repair:
             continue
@@ -80,7 +86,7 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
                 continue
             first = answer(t, fmt, code)
             note = feedback_message(parse_completion(first, fmt), r, fmt, t.target)
-            convo = messages(t, fmt) + [{"role": "assistant", "content": first}, {"role": "user", "content": note}]
+            convo = prompt(t) + [{"role": "assistant", "content": first}, {"role": "user", "content": note}]
             examples.append(Example(t.id, "repair", convo, answer(t, fmt, best[2]), best[3].overall,
                                     {"from_grade": grade, "from_coverage": cov}))
     return examples

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from transformers import AutoTokenizer
+
 from ..policy.models import resolve_path
+from ..policy.prompts import fit_messages
 from ..sim import SimConfig
 from ..tasks import load_tasks
 from .data import build_examples, prioritised_sample, task_weights
@@ -27,6 +30,15 @@ def stage_checkpoint(runs_dir: str | Path, name: str) -> Path:
     return ckpt
 
 
+def stage_init_checkpoint(stage: dict, runs_dir: str | Path) -> str:
+    """The checkpoint a job downstream of a stage starts from: the external one, else the trained one."""
+    if stage["name"] not in STAGES:
+        raise ValueError(f"unknown sft_stage {stage['name']!r}; choose one of {list(STAGES)}")
+    if stage.get("checkpoint"):
+        return resolve_path("hf", stage["checkpoint"])
+    return str(stage_checkpoint(runs_dir, stage["name"]))
+
+
 def resolve_init(stage: dict, model: dict, runs_dir: str | Path) -> str:
     """The stage's starting point: its `init` stage's checkpoint, else the configured model."""
     if stage.get("init"):
@@ -37,7 +49,7 @@ def resolve_init(stage: dict, model: dict, runs_dir: str | Path) -> str:
 
 
 def current_coverage(init: str, tasks, fmt: str, sim: SimConfig, workers: int | None,
-                     max_new_tokens: int = 256) -> dict[str, float]:
+                     max_new_tokens: int = 256, max_prompt_tokens: int = 3072) -> dict[str, float]:
     """Coverage the starting model reaches on each task (one direct sample): the worst-state signal."""
     from ..policy.engines import HFEngine, SamplingParams
     from ..policy.models import load_model
@@ -45,7 +57,7 @@ def current_coverage(init: str, tasks, fmt: str, sim: SimConfig, workers: int | 
 
     model, tok = load_model("hf", path=init)
     rows = run_direct(tasks, HFEngine(model, tok), tok, fmt, 1, SamplingParams(max_new_tokens=max_new_tokens),
-                      sim, workers=workers, progress=False)
+                      sim, workers=workers, max_prompt_tokens=max_prompt_tokens, progress=False)
     return {r["task_id"]: r["overall"] or 0.0 for r in rows}
 
 
@@ -62,10 +74,13 @@ def run_stage(stage: dict, model: dict, fmt: str, sim: SimConfig, runs_dir: str 
         return info
     init = resolve_init(stage, model, runs_dir)
     tasks = load_tasks("generated", split="train", **stage["tasks"])
-    examples = [e for e in build_examples(tasks, fmt, sim, stage["min_coverage"], repair="repair" in stage["kinds"],
-                                          workers=workers) if e.kind in stage["kinds"]]
+    tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
+    examples = build_examples(tasks, fmt, sim, stage["min_coverage"], repair="repair" in stage["kinds"],
+                              workers=workers, prompt=lambda t: fit_messages(t, fmt, tok, stage["max_prompt_tokens"])[0])
+    examples = [e for e in examples if e.kind in stage["kinds"]]
     if stage.get("prioritised"):
-        weights = task_weights(current_coverage(init, tasks, fmt, sim, workers, stage["max_new_tokens"]))
+        weights = task_weights(current_coverage(init, tasks, fmt, sim, workers, stage["max_new_tokens"],
+                                                stage["max_prompt_tokens"]))
         examples = prioritised_sample(examples, weights, k=stage["steps"] * stage["batch_size"], seed=seed)
     result = train_sft(init, examples, out, steps=stage["steps"], batch_size=stage["batch_size"], lr=stage["lr"],
                        max_tokens=stage["max_tokens"], seed=seed, warmup_steps=stage["warmup_steps"])

@@ -1,0 +1,124 @@
+"""The RL LightningModule (manual optimisation). One training step = one rollout iteration:
+the rollout (generation + simulation) runs in `on_train_batch_start`, outside `training_step`;
+the step then does micro-batched forward/backward passes with one normaliser for the whole step,
+clips through `self.clip_gradients` and takes one optimizer step."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import lightning as L
+import torch
+
+from .algos import RLAlgo
+from .losses import clipped_pg_loss, step_normalizer, token_logprobs
+from .rollouts import RolloutBatch
+
+
+class RLModule(L.LightningModule):
+    def __init__(self, model, rollout: Callable[[int], RolloutBatch], algo: RLAlgo, identity: dict,
+                 lr: float = 2e-4, weight_decay: float = 0.0, warmup_steps: int = 2, total_steps: int = 30,
+                 micro_batch: int = 8, grad_clip: float = 1.0, temperature: float = 1.0, max_new_tokens: int = 256,
+                 ref_model=None, state: Callable[[], dict] | None = None, restore: Callable[[dict], None] | None = None,
+                 on_step: Callable[[int, RolloutBatch, dict], None] | None = None):
+        super().__init__()
+        self.automatic_optimization = False
+        self.model, self.ref_model = model, ref_model
+        self.rollout_fn, self.algo, self.identity = rollout, algo, identity
+        self.lr, self.weight_decay = lr, weight_decay
+        self.warmup_steps, self.total_steps = warmup_steps, max(1, total_steps)
+        self.micro_batch, self.grad_clip = micro_batch, grad_clip
+        self.temperature, self.max_new_tokens = temperature, max_new_tokens
+        self.state_fn, self.restore_fn, self.on_step = state, restore, on_step
+        self.batch: RolloutBatch | None = None
+
+    def on_train_batch_start(self, batch, batch_idx):
+        self.model.eval()
+        self.batch = self.rollout_fn(self.global_step)
+        self.model.train()
+
+    def training_step(self, batch, batch_idx):
+        opt, sched = self.optimizers(), self.lr_schedulers()
+        t0 = time.monotonic()
+        opt.zero_grad(set_to_none=True)
+        stats = self._backward(self.batch) if self.batch.input_ids.size(0) and self.batch.rows else {}
+        if stats:
+            stats["grad_norm"] = self._grad_norm()
+            self.clip_gradients(opt, gradient_clip_val=self.grad_clip, gradient_clip_algorithm="norm")
+        # Without kept groups there are no gradients: the optimizer skips every parameter, but the
+        # step still counts, so a run whose groups never vary still ends.
+        opt.step()
+        sched.step()
+        stats.update(self.batch.stats, update_s=time.monotonic() - t0, lr=sched.get_last_lr()[0],
+                     update_skipped=float(not self.batch.rows))
+        self.log_dict({f"train/{k}": float(v) for k, v in stats.items()}, on_step=True, batch_size=1)
+        if self.on_step and self.trainer.is_global_zero:
+            self.on_step(self.global_step, self.batch, stats)
+
+    def _backward(self, b: RolloutBatch) -> dict:
+        mode = self.algo.aggregation
+        # One normaliser over the step (all micro-batches, all ranks): a token-mean loss does not
+        # depend on how the batch is split. DDP averages gradients over ranks, hence the world size.
+        counts = torch.tensor([step_normalizer(b.completion_mask, mode)], device=self.device)
+        world = self.trainer.world_size
+        if world > 1:
+            counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
+        normalizer = float(counts) / world
+        sums = {"loss": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0, "kl": 0.0}
+        tokens = float(b.completion_mask.sum().clamp(min=1))
+        for start in range(0, b.input_ids.size(0), self.micro_batch):
+            sl = slice(start, start + self.micro_batch)
+            ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
+            mask, old = b.completion_mask[sl].to(self.device), b.old_logprobs[sl].to(self.device)
+            logits = self.model(input_ids=ids, attention_mask=attn).logits
+            logp, entropy = token_logprobs(logits, ids, self.temperature, with_entropy=True)
+            ref = self._ref_logprobs(ids, attn) if self.algo.needs_reference else None
+            loss, st = clipped_pg_loss(logp, old, b.advantages[sl].to(self.device), mask, self.algo.eps_low,
+                                       self.algo.eps_high, mode, normalizer, self.max_new_tokens, ref,
+                                       self.algo.kl_coef)
+            self.manual_backward(loss)
+            n = float(mask.sum())
+            sums["loss"] += float(loss.detach())
+            sums["clip_frac_low"] += st["clip_frac_low"] * n
+            sums["clip_frac_high"] += st["clip_frac_high"] * n
+            sums["entropy"] += float((entropy.detach() * mask).sum())
+            if ref is not None:
+                sums["kl"] += float(((ref - logp.detach()).exp() - (ref - logp.detach()) - 1).mul(mask).sum())
+        return {"loss": sums["loss"], **{k: sums[k] / tokens for k in ("clip_frac_low", "clip_frac_high", "entropy",
+                                                                       "kl")}}
+
+    @torch.no_grad()
+    def _ref_logprobs(self, ids, attn):
+        if self.ref_model is not None:
+            logits = self.ref_model(input_ids=ids, attention_mask=attn).logits
+        else:  # LoRA: the reference is the base model, i.e. the policy with its adapter off
+            with self.model.disable_adapter():
+                logits = self.model(input_ids=ids, attention_mask=attn).logits
+        return token_logprobs(logits, ids, self.temperature)[0]
+
+    def _grad_norm(self) -> float:
+        norms = [p.grad.detach().norm() for p in self.model.parameters() if p.grad is not None]
+        return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+
+    def configure_optimizers(self):
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+
+        def schedule(step: int) -> float:  # linear warmup, then constant (RL runs are short and open-ended)
+            return min(1.0, (step + 1) / max(1, self.warmup_steps))
+
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.LambdaLR(opt, schedule)}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["chorus"] = {"identity": self.identity, "data": self.state_fn() if self.state_fn else {},
+                                "torch_rng": torch.get_rng_state()}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        saved = checkpoint.get("chorus", {})
+        if saved.get("identity") != self.identity:
+            raise ValueError(f"the checkpoint was trained from {saved.get('identity')}, this run uses "
+                             f"{self.identity}; resume with the same model (sft_stage, model, rl.lora) or set "
+                             f"rl.resume=false to start over")
+        if self.restore_fn:
+            self.restore_fn(saved["data"])
+        torch.set_rng_state(saved["torch_rng"])

@@ -1,0 +1,150 @@
+"""Run execution-guided RL from one checkpoint and export the expert.
+
+The run dir holds: ckpt/ (Lightning checkpoints for resume), steps.jsonl (step scalars),
+rollouts.jsonl (every trained sample), eval/step_N/ (periodic held-out tables), hf/ (the exported
+policy) and per_task.{jsonl,parquet} + summary.json (the final held-out evaluation)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from ..policy.engines import SamplingParams, make_engine
+from ..policy.models import export_merged, load_model
+from ..protocol.direct import run_direct
+from ..sim import SimConfig
+from ..sim.pool import make_pool
+from ..tracking.run_dir import write_run
+from ..tracking.summary import summarize
+from .algos import RLAlgo
+from .module import RLModule
+from .rewards import RewardConfig
+from .rollouts import RolloutSpec, collect
+from .sampler import TaskSampler
+
+
+class _Ticks(torch.utils.data.IterableDataset):
+    """Endless step ticks: the data itself comes from rollouts, and max_steps ends the run."""
+
+    def __iter__(self):
+        while True:
+            yield 0
+
+
+def model_identity(path: str, lora: dict | None) -> dict:
+    """What a resumed run must share with its checkpoint: the init (config, weight files) and the adapter."""
+    p = Path(path)
+    cfg = p / "config.json"
+    weights = sorted((f.name, f.stat().st_size) for f in p.glob("*.safetensors")) if p.is_dir() else []
+    return {"init": str(p.resolve()) if p.exists() else path,
+            "config_sha": hashlib.sha256(cfg.read_bytes()).hexdigest()[:16] if cfg.exists() else None,
+            "weights": [list(w) for w in weights], "lora": lora or None}
+
+
+def _checkpoint_step(path: str) -> int:
+    return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"])
+
+
+def _trim_logs(paths, step: int) -> None:
+    """Drop log lines past the checkpoint a run resumes from (a killed run may have logged more)."""
+    for p in paths:
+        if p.exists():
+            keep = [ln for ln in p.read_text().splitlines() if ln and json.loads(ln)["step"] <= step]
+            p.write_text("".join(ln + "\n" for ln in keep))
+
+
+def evaluate_policy(engine, tokenizer, tasks, fmt: str, n_samples: int, params: SamplingParams, sim: SimConfig,
+                    out_dir: Path, workers: int | None = None, max_prompt_tokens: int = 3072) -> dict:
+    rows = run_direct(tasks, engine, tokenizer, fmt, n_samples, params, sim, workers=workers,
+                      max_prompt_tokens=max_prompt_tokens, progress=False)
+    summary = {**summarize(rows), "format": fmt, "policy": "model"}
+    write_run(out_dir, rows, summary)
+    return summary
+
+
+def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval_tasks, fmt: str, sim: SimConfig,
+             trainer: dict, workers: int | None = None, seed: int = 0, dtype: str = "float32",
+             meta: dict | None = None) -> dict:
+    """RL from `init` for rl['steps'] rollout iterations; resumes from out_dir/ckpt/last.ckpt if asked."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if trainer["strategy"] == "fsdp" and rl["engine"] != "vllm":
+        raise ValueError("trainer=fsdp cannot generate with HF generate inside the sharded module; set rl.engine=vllm")
+    if algo.advantage in ("grpo", "dapo") and rl["group_size"] < 2:
+        raise ValueError(f"rl.group_size={rl['group_size']} with {algo.name}'s std-normalised advantage: a group of 1 "
+                         "has no std; use rl.group_size >= 2 or rl_algo=dr_grpo")
+    L.seed_everything(seed, workers=True, verbose=False)
+    model, tok = load_model("hf", path=init, dtype=dtype, lora=rl.get("lora"))
+    ref = None
+    if algo.needs_reference and not rl.get("lora"):
+        ref, _ = load_model("hf", path=init, dtype=dtype)
+        ref.requires_grad_(False)
+    engine = make_engine(rl["engine"], model, tok, path=init, dtype=dtype, seed=seed)
+    params = SamplingParams(max_new_tokens=rl["max_new_tokens"], temperature=rl["temperature"], seed=seed)
+    spec = RolloutSpec(algo, fmt, rl["group_size"], params, sim, RewardConfig(**rl["reward"]),
+                       rl["max_prompt_tokens"])
+    sampler = TaskSampler(tasks, seed)
+    eval_params = SamplingParams(max_new_tokens=rl["max_new_tokens"], temperature=rl["temperature"], seed=seed + 1)
+    steps_log, rollouts_log = out / "steps.jsonl", out / "rollouts.jsonl"
+
+    with make_pool(workers) as pool:
+        def draw(k: int) -> list:  # every rank advances the same data position and takes its share
+            return sampler.draw(k * fit.world_size)[fit.global_rank::fit.world_size]
+
+        def rollout(step: int):
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                return collect(draw, engine, tok, pool, spec, rl["prompts_per_step"],
+                               seed=seed * 1_000_003 + step * 101 + fit.global_rank)
+
+        def on_step(step: int, batch, stats: dict) -> None:
+            with open(steps_log, "a") as f:
+                f.write(json.dumps({"step": step, **stats}) + "\n")
+            with open(rollouts_log, "a") as f:
+                for r in batch.rows:
+                    f.write(json.dumps({"step": step, **r}) + "\n")
+            if rl["eval_every"] and step % rl["eval_every"] == 0 and step < rl["steps"]:
+                model.eval()
+                evaluate_policy(engine, tok, eval_tasks, fmt, rl["eval_samples"], eval_params, sim,
+                                out / "eval" / f"step_{step}", workers, rl["max_prompt_tokens"])
+                model.train()
+
+        module = RLModule(model, rollout, algo, model_identity(init, rl.get("lora")), lr=rl["lr"],
+                          weight_decay=rl["weight_decay"], warmup_steps=rl["warmup_steps"], total_steps=rl["steps"],
+                          micro_batch=rl["micro_batch"], grad_clip=rl["grad_clip"], temperature=rl["temperature"],
+                          max_new_tokens=rl["max_new_tokens"], ref_model=ref, state=sampler.state_dict,
+                          restore=sampler.load_state_dict, on_step=on_step)
+        ckpt_dir = out / "ckpt"
+        checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl["save_every"],
+                                                            save_last=True, save_top_k=0)
+        fit = L.Trainer(max_steps=rl["steps"], accelerator=trainer["accelerator"], devices=trainer["devices"],
+                        num_nodes=trainer["num_nodes"], strategy=trainer["strategy"], precision=trainer["precision"],
+                        logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"), callbacks=[checkpointing],
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
+                        limit_val_batches=0, num_sanity_val_steps=0)
+        last = ckpt_dir / "last.ckpt"
+        resume = str(last) if rl["resume"] and last.exists() else None
+        _trim_logs((steps_log, rollouts_log), _checkpoint_step(resume) if resume else 0)
+        model.train()
+        with warnings.catch_warnings():  # the post-update state is exactly what a resume needs
+            warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+            fit.fit(module, torch.utils.data.DataLoader(_Ticks(), batch_size=None), ckpt_path=resume)
+        if fit.interrupted:
+            raise KeyboardInterrupt
+        if not fit.is_global_zero:
+            return {}
+        model.eval()
+        export = export_merged(module.model, tok, out / "hf")
+        summary = evaluate_policy(make_engine("hf", module.model, tok) if rl["engine"] == "hf" else engine, tok,
+                                  eval_tasks, fmt, rl["eval_samples"], eval_params, sim, out, workers,
+                                  rl["max_prompt_tokens"])
+    info = {**(meta or {}), "init": init, "checkpoint": str(export), "steps": fit.global_step,
+            "resumed_from": resume, "data_position": sampler.state_dict(), "pass_rate": summary["pass_rate"],
+            "mean_overall": summary["mean_overall"]}
+    summary.update(info)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return info
