@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from chorus.rl.advantages import AdvantageError, group_normalized, mean_centered
-from chorus.rl.losses import aggregate, clipped_pg_loss, k3_kl, overlong_penalty, sft_loss
+from chorus.rl.losses import (aggregate, clipped_pg_loss, k3_kl, overlong_penalty, sft_loss, step_normalizer,
+                               token_logprobs)
 from chorus.rl.rewards import RewardConfig, reward
 from chorus.rl.sampling import dynamic_sample
 
@@ -58,13 +59,14 @@ def test_asymmetric_clipping_hand_computed():
     assert float(higher) == pytest.approx(-1.25) and float(symmetric) == pytest.approx(-1.2)
 
 
-@pytest.mark.parametrize("mode, normalizer", [("token_mean", None), ("seq_mean", 4), ("seq_sum_const", 4)])
-def test_micro_batches_add_up_to_the_full_batch(mode, normalizer):
+@pytest.mark.parametrize("mode", ["token_mean", "seq_mean", "seq_sum_const"])
+def test_micro_batches_add_up_to_the_full_batch(mode):
     g = torch.Generator().manual_seed(0)
     logp, old = -torch.rand(4, 6, generator=g), -torch.rand(4, 6, generator=g)
     adv = torch.randn(4, generator=g)
     mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0], [1, 0, 0, 0, 0, 0]])
-    norm = float(mask.sum()) if normalizer is None else normalizer
+    norm = step_normalizer(mask, mode)  # computed once over the step, as the trainer does
+    assert norm == (13.0 if mode == "token_mean" else 4.0)
     kw = dict(mode=mode, normalizer=norm, max_tokens=6)
     full, _ = clipped_pg_loss(logp, old, adv, mask, **kw)
     parts = [clipped_pg_loss(logp[s], old[s], adv[s], mask[s], **kw)[0] for s in (slice(0, 1), slice(1, 4))]
@@ -124,3 +126,15 @@ def test_rl_algo_registry_defaults_and_overrides():
     assert get_algo("dr_grpo").advantage == "dr_grpo"
     with pytest.raises(ValueError, match="unknown rl_algo 'ppo'; choose one of"):
         get_algo("ppo")
+
+
+def test_token_logprobs_align_with_the_tokens_they_score():
+    # vocab 3, two positions of logits; token t is scored by the logits at t - 1
+    logits = torch.log(torch.tensor([[[0.5, 0.25, 0.25], [0.1, 0.1, 0.8], [1 / 3, 1 / 3, 1 / 3]]]))
+    ids = torch.tensor([[0, 1, 2]])
+    logp, ent = token_logprobs(logits, ids, with_entropy=True)
+    assert logp.tolist()[0] == pytest.approx([0.0, math.log(0.25), math.log(0.8)])
+    h = -(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25))
+    assert ent.tolist()[0] == pytest.approx([0.0, h, -(2 * 0.1 * math.log(0.1) + 0.8 * math.log(0.8))])
+    hot, _ = token_logprobs(logits, ids, temperature=0.5)  # the engine sampled from softmax(logits / T)
+    assert math.exp(hot[0, 1]) == pytest.approx(0.0625 / (0.25 + 0.0625 + 0.0625))

@@ -71,7 +71,7 @@ def run(init, out, name="dapo", eval_tasks=(), rl_tasks=(), sim=None, algo=None,
 
 def test_tiny_dapo_run_changes_every_trainable_parameter_and_writes_per_task_coverage(
         sft_xs, rl_tasks, eval_tasks, sim, tmp_path):
-    info = run(sft_xs, tmp_path, rl_tasks=rl_tasks, eval_tasks=eval_tasks, sim=sim)
+    info = run(sft_xs, tmp_path, eval_every=1, rl_tasks=rl_tasks, eval_tasks=eval_tasks, sim=sim)
     before, after = weights(sft_xs), weights(tmp_path / "hf")
     assert before.keys() == after.keys()
     unchanged = [k for k in before if torch.equal(before[k], after[k])]
@@ -89,6 +89,9 @@ def test_tiny_dapo_run_changes_every_trainable_parameter_and_writes_per_task_cov
     table = pd.read_parquet(tmp_path / "per_task.parquet")
     assert sorted(table["task_id"]) == sorted(t.id for t in eval_tasks)
     assert set(table["status"]) <= {"ok", "compile_error", "empty", "runtime_error", "rejected", "timeout"}
+    periodic = pd.read_parquet(tmp_path / "eval/step_1/per_task.parquet")  # eval_every=1; the last is the final
+    assert len(periodic) == 3 and not (tmp_path / "eval/step_2").exists()
+    assert list(pd.read_csv(next((tmp_path / "lightning").rglob("metrics.csv")))["train/reward_mean"].dropna())
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_tasks"] == 3 and summary["steps"] == 2 and summary["init"] == str(sft_xs)
 

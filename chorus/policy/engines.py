@@ -91,7 +91,29 @@ class VLLMEngine:
             from vllm import LLM
         except ImportError:
             raise ValueError("engine=vllm needs `pip install vllm` on a GPU machine; use engine=hf here") from None
+        import os
+
+        # RL pushes updated weights into the engine; that needs the engine core in this process.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.llm = LLM(model=path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization)
+
+    def load_weights(self, named_tensors) -> None:
+        """Replace the engine's weights with the trainer's (full, unsharded tensors with HF names)."""
+        engine = self.llm.llm_engine
+        for chain in (("model_executor", "driver_worker", "model_runner", "model"),
+                      ("model_executor", "driver_worker", "worker", "model_runner", "model"),
+                      ("engine_core", "engine_core", "model_executor", "driver_worker", "worker", "model_runner",
+                       "model")):
+            obj = engine
+            for attr in chain:
+                obj = getattr(obj, attr, None)
+                if obj is None:
+                    break
+            if obj is not None:
+                obj.load_weights(named_tensors)
+                return
+        raise ValueError("this vLLM version does not expose its model in-process; run with "
+                         "VLLM_ENABLE_V1_MULTIPROCESSING=0 and tensor_parallel_size=1, or use rl.engine=hf")
 
     def generate(self, prompts: list[str], n: int = 1, params: SamplingParams = SamplingParams()) -> list[list[Generation]]:
         from vllm import SamplingParams as VSP

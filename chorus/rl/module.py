@@ -20,7 +20,8 @@ class RLModule(L.LightningModule):
                  lr: float = 2e-4, weight_decay: float = 0.0, warmup_steps: int = 2, total_steps: int = 30,
                  micro_batch: int = 8, grad_clip: float = 1.0, temperature: float = 1.0, max_new_tokens: int = 256,
                  ref_model=None, state: Callable[[], dict] | None = None, restore: Callable[[dict], None] | None = None,
-                 on_step: Callable[[int, RolloutBatch, dict], None] | None = None):
+                 on_step: Callable[[int, RolloutBatch, dict], None] | None = None,
+                 sync_weights: Callable[[torch.nn.Module], None] | None = None):
         super().__init__()
         self.automatic_optimization = False
         self.model, self.ref_model = model, ref_model
@@ -30,6 +31,7 @@ class RLModule(L.LightningModule):
         self.micro_batch, self.grad_clip = micro_batch, grad_clip
         self.temperature, self.max_new_tokens = temperature, max_new_tokens
         self.state_fn, self.restore_fn, self.on_step = state, restore, on_step
+        self.sync_weights = sync_weights  # a separate generation engine (vLLM) gets the new weights
         self.batch: RolloutBatch | None = None
 
     def on_train_batch_start(self, batch, batch_idx):
@@ -49,6 +51,8 @@ class RLModule(L.LightningModule):
         # step still counts, so a run whose groups never vary still ends.
         opt.step()
         sched.step()
+        if self.sync_weights:
+            self.sync_weights(self.model)
         stats.update(self.batch.stats, update_s=time.monotonic() - t0, lr=sched.get_last_lr()[0],
                      update_skipped=float(not self.batch.rows))
         self.log_dict({f"train/{k}": float(v) for k, v in stats.items()}, on_step=True, batch_size=1)

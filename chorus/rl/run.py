@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import warnings
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from .rewards import RewardConfig
 from .rollouts import RolloutSpec, collect
 from .sampler import TaskSampler
 
+log = logging.getLogger("chorus.rl")
+
 
 class _Ticks(torch.utils.data.IterableDataset):
     """Endless step ticks: the data itself comes from rollouts, and max_steps ends the run."""
@@ -43,6 +46,15 @@ def model_identity(path: str, lora: dict | None) -> dict:
     return {"init": str(p.resolve()) if p.exists() else path,
             "config_sha": hashlib.sha256(cfg.read_bytes()).hexdigest()[:16] if cfg.exists() else None,
             "weights": [list(w) for w in weights], "lora": lora or None}
+
+
+def _engine_sync(engine):
+    def sync(model) -> None:  # full tensors even when the trainer shards the model (FSDP)
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+        engine.load_weights(full.items())
+    return sync
 
 
 def _checkpoint_step(path: str) -> int:
@@ -77,6 +89,9 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
     if algo.advantage in ("grpo", "dapo") and rl["group_size"] < 2:
         raise ValueError(f"rl.group_size={rl['group_size']} with {algo.name}'s std-normalised advantage: a group of 1 "
                          "has no std; use rl.group_size >= 2 or rl_algo=dr_grpo")
+    if rl["engine"] == "vllm" and rl.get("lora"):
+        raise ValueError("rl.engine=vllm syncs full weights into the engine; use full fine-tuning (rl.lora=null) "
+                         "or rl.engine=hf with LoRA")
     L.seed_everything(seed, workers=True, verbose=False)
     model, tok = load_model("hf", path=init, dtype=dtype, lora=rl.get("lora"))
     ref = None
@@ -102,6 +117,10 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
                                seed=seed * 1_000_003 + step * 101 + fit.global_rank)
 
         def on_step(step: int, batch, stats: dict) -> None:
+            log.info("step %d/%d reward %.3f±%.3f compile %.2f pass %.2f zero-std %.2f distinct %.2f "
+                     "gen %.1fs sim %.1fs update %.1fs", step, rl["steps"], stats["reward_mean"], stats["reward_std"],
+                     stats["compile_rate"], stats["pass_rate"], stats["zero_std_fraction"], stats["distinct_ratio"],
+                     stats["generation_s"], stats["simulation_s"], stats["update_s"])
             with open(steps_log, "a") as f:
                 f.write(json.dumps({"step": step, **stats}) + "\n")
             with open(rollouts_log, "a") as f:
@@ -117,7 +136,8 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
                           weight_decay=rl["weight_decay"], warmup_steps=rl["warmup_steps"], total_steps=rl["steps"],
                           micro_batch=rl["micro_batch"], grad_clip=rl["grad_clip"], temperature=rl["temperature"],
                           max_new_tokens=rl["max_new_tokens"], ref_model=ref, state=sampler.state_dict,
-                          restore=sampler.load_state_dict, on_step=on_step)
+                          restore=sampler.load_state_dict, on_step=on_step,
+                          sync_weights=_engine_sync(engine) if rl["engine"] == "vllm" else None)
         ckpt_dir = out / "ckpt"
         checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl["save_every"],
                                                             save_last=True, save_top_k=0)
@@ -125,7 +145,7 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
                         num_nodes=trainer["num_nodes"], strategy=trainer["strategy"], precision=trainer["precision"],
                         logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"), callbacks=[checkpointing],
                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
-                        limit_val_batches=0, num_sanity_val_steps=0)
+                        limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)
         last = ckpt_dir / "last.ckpt"
         resume = str(last) if rl["resume"] and last.exists() else None
         _trim_logs((steps_log, rollouts_log), _checkpoint_step(resume) if resume else 0)

@@ -2,10 +2,14 @@
 decay. Only trainers know Lightning; the loss itself is `chorus.rl.losses.sft_loss`."""
 from __future__ import annotations
 
+import logging
+
 import lightning as L
 import torch
 
 from ..rl.losses import sft_loss
+
+log = logging.getLogger("chorus.sft")
 
 
 class SFTModule(L.LightningModule):
@@ -21,6 +25,8 @@ class SFTModule(L.LightningModule):
         logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         loss = sft_loss(logits, batch["labels"])
         self.losses.append(float(loss.detach()))
+        if self.global_step % 20 == 0 or self.global_step + 1 == self.total_steps:
+            log.info("sft step %d/%d loss %.4f", self.global_step + 1, self.total_steps, self.losses[-1])
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["input_ids"].size(0))
         return loss
 

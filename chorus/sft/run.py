@@ -16,10 +16,11 @@ from .module import SFTModule
 
 def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: int = 100, batch_size: int = 4,
               lr: float = 1e-3, max_tokens: int = 4096, seed: int = 0, warmup_steps: int = 10,
-              grad_clip: float = 1.0, threads: int = 2, accelerator: str = "cpu") -> dict:
+              grad_clip: float = 1.0, threads: int | None = None, accelerator: str = "cpu") -> dict:
     """Fine-tune the checkpoint at `init` for `steps` optimizer steps; returns losses and the export path."""
     L.seed_everything(seed, workers=True, verbose=False)
-    torch.set_num_threads(threads)
+    if threads:  # default: torch's own choice, which OMP_NUM_THREADS sets
+        torch.set_num_threads(threads)
     model, tok = load_model("hf", path=str(init))
     model.train()
     rows = [r for e in examples if (r := encode(tok, e, max_tokens)) is not None]
