@@ -149,7 +149,7 @@ class RewardConf:
 
 @dataclass
 class LoraConf:
-    r: int = 8
+    r: int = 0  # 0 = full fine-tuning; > 0 trains a LoRA adapter of this rank
     alpha: int = 16
     dropout: float = 0.0
     target_modules: Optional[List[str]] = None
@@ -169,7 +169,7 @@ class RLConf:
     temperature: float = 1.0
     max_prompt_tokens: int = 3072
     engine: str = "hf"  # hf | vllm (required under trainer=fsdp)
-    lora: Optional[LoraConf] = None  # null = full fine-tuning
+    lora: LoraConf = field(default_factory=LoraConf)
     reward: RewardConf = field(default_factory=RewardConf)
     tasks: TasksConf = field(default_factory=TasksConf)
     eval_tasks: TasksConf = field(default_factory=TasksConf)

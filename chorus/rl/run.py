@@ -84,18 +84,19 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
     """RL from `init` for rl['steps'] rollout iterations; resumes from out_dir/ckpt/last.ckpt if asked."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    lora = rl.get("lora") if (rl.get("lora") or {}).get("r", 0) > 0 else None
     if trainer["strategy"] == "fsdp" and rl["engine"] != "vllm":
         raise ValueError("trainer=fsdp cannot generate with HF generate inside the sharded module; set rl.engine=vllm")
     if algo.advantage in ("grpo", "dapo") and rl["group_size"] < 2:
         raise ValueError(f"rl.group_size={rl['group_size']} with {algo.name}'s std-normalised advantage: a group of 1 "
                          "has no std; use rl.group_size >= 2 or rl_algo=dr_grpo")
-    if rl["engine"] == "vllm" and rl.get("lora"):
-        raise ValueError("rl.engine=vllm syncs full weights into the engine; use full fine-tuning (rl.lora=null) "
+    if rl["engine"] == "vllm" and lora:
+        raise ValueError("rl.engine=vllm syncs full weights into the engine; use full fine-tuning (rl.lora.r=0) "
                          "or rl.engine=hf with LoRA")
     L.seed_everything(seed, workers=True, verbose=False)
-    model, tok = load_model("hf", path=init, dtype=dtype, lora=rl.get("lora"))
+    model, tok = load_model("hf", path=init, dtype=dtype, lora=lora)
     ref = None
-    if algo.needs_reference and not rl.get("lora"):
+    if algo.needs_reference and not lora:
         ref, _ = load_model("hf", path=init, dtype=dtype)
         ref.requires_grad_(False)
     engine = make_engine(rl["engine"], model, tok, path=init, dtype=dtype, seed=seed)
@@ -132,7 +133,7 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
                                 out / "eval" / f"step_{step}", workers, rl["max_prompt_tokens"])
                 model.train()
 
-        module = RLModule(model, rollout, algo, model_identity(init, rl.get("lora")), lr=rl["lr"],
+        module = RLModule(model, rollout, algo, model_identity(init, lora), lr=rl["lr"],
                           weight_decay=rl["weight_decay"], warmup_steps=rl["warmup_steps"], total_steps=rl["steps"],
                           micro_batch=rl["micro_batch"], grad_clip=rl["grad_clip"], temperature=rl["temperature"],
                           max_new_tokens=rl["max_new_tokens"], ref_model=ref, state=sampler.state_dict,
