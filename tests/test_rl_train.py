@@ -144,3 +144,21 @@ def test_grpo_with_lora_and_k3_kl_trains_only_the_adapter(sft_xs, rl_tasks, sim,
 def test_group_of_one_with_a_std_normalised_advantage_names_the_fix(sft_xs, rl_tasks, sim, tmp_path):
     with pytest.raises(ValueError, match="group_size >= 2 or rl_algo=dr_grpo"):
         run(sft_xs, tmp_path, group_size=1, rl_tasks=rl_tasks, eval_tasks=[], sim=sim)
+
+
+def test_train_cli_job_rl_writes_the_expert_where_the_next_issue_looks(sft_xs, tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "chorus.train", "job=rl", "sft_stage=stage1",
+                        f"sft_stage.checkpoint={sft_xs}", f"runs_dir={tmp_path}", "rl.steps=1", "rl.group_size=2",
+                        "rl.prompts_per_step=1", "rl.max_new_tokens=32", f"rl.max_prompt_tokens={PROMPT}",
+                        "rl.tasks.difficulty=easy", "rl.tasks.per_family=1", "rl.eval_tasks.per_family=1",
+                        "rl.eval_tasks.families=[counter]", "rl.eval_samples=1", f"hydra.run.dir={tmp_path / 'h'}"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    info = json.loads(p.stdout.strip().splitlines()[-1])
+    expert = tmp_path / "rl/dapo/stage1"
+    assert info["checkpoint"] == str(expert / "hf") and info["sft_stage"] == "stage1" and info["rl_algo"] == "dapo"
+    assert (expert / "hf/config.json").exists() and (expert / "per_task.parquet").exists()
+    assert "step 1/1 reward" in p.stderr + p.stdout
