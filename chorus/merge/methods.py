@@ -1,0 +1,118 @@
+"""Model merging as pure tensor functions, one per method (a registry), as the papers define them.
+
+Every function merges one tensor (or a block of rows of one) of several experts:
+`experts` are the experts' tensors, `base` the shared init's (None for soup), `weights` one per
+expert. Methods over task vectors (tau_i = expert_i - base) return base + lam * merged(tau).
+Randomised methods take a torch.Generator so a merge is reproducible.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def soup(experts, base=None, weights=None, **_):
+    """Model soup (Wortsman et al. 2022): the (weighted) average of the weights."""
+    w = _weights(weights, len(experts))
+    return sum(wi * e.float() for wi, e in zip(w, experts)) / sum(w)
+
+
+def task_arithmetic(experts, base, weights=None, lam: float = 1.0, **_):
+    """Task arithmetic (Ilharco et al. 2023): base + lam * sum_i w_i tau_i."""
+    w = _weights(weights, len(experts))
+    b = base.float()
+    return b + lam * sum(wi * (e.float() - b) for wi, e in zip(w, experts))
+
+
+def ties(experts, base, weights=None, density: float = 0.2, lam: float = 1.0, thresholds=None, **_):
+    """TIES (Yadav et al. 2023): trim each tau to its top-`density` magnitudes, elect the sign with
+    the larger total mass per entry, average only the entries that agree with it (disjoint mean).
+
+    `thresholds[i]` is expert i's magnitude cut for the whole tensor (see `trim_threshold`), so rows
+    of a large tensor can be merged in blocks with the same result."""
+    b = base.float()
+    w = _weights(weights, len(experts))
+    taus = []
+    for i, e in enumerate(experts):
+        tau = e.float() - b
+        cut = thresholds[i] if thresholds is not None else trim_threshold(tau, density)
+        taus.append(torch.where(tau.abs() >= cut, tau, torch.zeros_like(tau)) * w[i])
+    return b + lam * _disjoint_mean(taus, w)
+
+
+def dare(experts, base, weights=None, density: float = 0.2, lam: float = 1.0, generator=None, **_):
+    """DARE (Yu et al. 2024): drop each tau entry with p = 1 - density, rescale survivors by
+    1/(1 - p), then add the weighted task vectors (task arithmetic)."""
+    _check_density(density)
+    b = base.float()
+    w = _weights(weights, len(experts))
+    merged = torch.zeros_like(b)
+    for wi, e in zip(w, experts):
+        tau = e.float() - b
+        keep = torch.rand(tau.shape, generator=generator) < density
+        merged += wi * torch.where(keep, tau / density, torch.zeros_like(tau))
+    return b + lam * merged
+
+
+def della(experts, base, weights=None, density: float = 0.2, epsilon: float = 0.1, lam: float = 1.0,
+          generator=None, **_):
+    """DELLA (Deep et al. 2024): MagPrune, elect, fuse.
+
+    MagPrune ranks each row's tau entries by magnitude and gives them drop probabilities spread
+    evenly over [p - eps/2, p + eps/2] around p = 1 - density (largest magnitude: smallest drop);
+    survivors are rescaled by 1/(1 - p_i). Then TIES's sign election and disjoint mean."""
+    _check_density(density)
+    b = base.float()
+    w = _weights(weights, len(experts))
+    taus = []
+    for wi, e in zip(w, experts):
+        tau = e.float() - b
+        p = drop_probabilities(tau, density, epsilon)
+        keep = torch.rand(tau.shape, generator=generator) >= p
+        taus.append(torch.where(keep, tau / (1 - p), torch.zeros_like(tau)) * wi)
+    return b + lam * _disjoint_mean(taus, w)
+
+
+def drop_probabilities(tau: torch.Tensor, density: float, epsilon: float) -> torch.Tensor:
+    """DELLA's per-entry drop probability, ranked by magnitude within each row (last dim)."""
+    rows = tau.reshape(-1, tau.shape[-1]) if tau.dim() else tau.reshape(1, 1)
+    n = rows.shape[-1]
+    rank = rows.abs().argsort(dim=-1, descending=True).argsort(dim=-1).float()  # 0 = largest
+    step = rank / (n - 1) if n > 1 else torch.zeros_like(rank)
+    p = (1 - density) - epsilon / 2 + epsilon * step
+    return p.clamp(0.0, 1.0 - 1e-6).reshape(tau.shape)
+
+
+def trim_threshold(tau: torch.Tensor, density: float) -> float:
+    """The magnitude of tau's k-th largest entry, k = ceil(density * n): TIES keeps entries >= it."""
+    _check_density(density)
+    flat = tau.float().abs().flatten()
+    k = max(1, int(-(-density * flat.numel() // 1)))
+    if k >= flat.numel():
+        return 0.0
+    return float(flat.kthvalue(flat.numel() - k + 1).values)
+
+
+def _disjoint_mean(taus, w):
+    stacked = torch.stack(taus)
+    sign = torch.sign(stacked.sum(0))
+    agree = (torch.sign(stacked) == sign) & (stacked != 0)
+    weight = torch.tensor(w, dtype=stacked.dtype).view(-1, *[1] * (stacked.dim() - 1))
+    mass = (agree * weight).sum(0)
+    return torch.where(mass > 0, (stacked * agree).sum(0) / mass.clamp(min=1e-12), torch.zeros_like(sign))
+
+
+def _weights(weights, n: int) -> list[float]:
+    if weights is None:
+        return [1.0] * n
+    if len(weights) != n:
+        raise ValueError(f"{len(weights)} merge weights for {n} experts; give one weight per teacher")
+    return [float(x) for x in weights]
+
+
+def _check_density(density: float) -> None:
+    if not 0 < density <= 1:
+        raise ValueError(f"density must be in (0, 1], got {density}")
+
+
+MERGES = {"soup": soup, "task_arithmetic": task_arithmetic, "ties": ties, "dare": dare, "della": della}
+NEEDS_BASE = {"task_arithmetic", "ties", "dare", "della"}

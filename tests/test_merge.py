@@ -1,0 +1,152 @@
+"""Merges on hand-computed tensors, and streaming merges of real (tiny) checkpoints."""
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from chorus.merge.methods import dare, della, drop_probabilities, soup, task_arithmetic, ties, trim_threshold
+from chorus.merge.stream import merge_checkpoints
+
+TAUS = [[0.5, -0.2, 0.1, -0.9, 0.0], [-0.4, -0.3, 0.2, 0.8, 0.05], [0.1, 0.6, -0.7, 0.3, -0.02]]
+
+
+def t(x):
+    return torch.tensor(x)
+
+
+def test_ties_trims_elects_and_takes_the_disjoint_mean():
+    merged = ties([t(x) for x in TAUS], torch.zeros(5), density=0.4)
+    assert merged.tolist() == pytest.approx([0.5, 0.6, -0.7, -0.9, 0.0])
+    # density 1 keeps everything: entry 0 elects + (0.5 - 0.4 + 0.1 > 0) and averages 0.5 and 0.1
+    full = ties([1 + t(x) for x in TAUS], torch.ones(5), density=1.0, lam=2.0)
+    assert float(full[0]) == pytest.approx(1 + 2 * 0.3)
+
+
+def test_soup_and_task_arithmetic_hand_computed():
+    a, b = t([1.0, 2.0]), t([3.0, 6.0])
+    assert soup([a, b]).tolist() == [2.0, 4.0]
+    assert soup([a, b], weights=[3, 1]).tolist() == [1.5, 3.0]
+    base = t([1.0, 1.0])
+    assert task_arithmetic([a, b], base, lam=0.5).tolist() == [2.0, 4.0]  # 1 + 0.5 * ((0, 1) + (2, 5))
+
+
+def test_dare_drops_with_p_and_rescales_survivors_by_one_over_one_minus_p():
+    base, tau = torch.zeros(20000), torch.full((20000,), 0.3)
+    g = torch.Generator().manual_seed(0)
+    out = dare([base + tau], base, density=0.25, generator=g)
+    kept = out != 0
+    assert torch.allclose(out[kept], torch.full_like(out[kept], 0.3 / 0.25))
+    assert 0.23 < float(kept.float().mean()) < 0.27 and float(out.mean()) == pytest.approx(0.3, rel=0.05)
+    assert dare([base + tau], base, density=1.0).tolist() == task_arithmetic([base + tau], base).tolist()
+
+
+def test_della_drop_probabilities_are_magnitude_ranked_in_a_window_around_the_density():
+    p = drop_probabilities(t([[0.1, -3.0, 0.5, 2.0, 0.0]]), density=0.4, epsilon=0.2)
+    assert p.tolist()[0] == pytest.approx([0.65, 0.5, 0.6, 0.55, 0.7])  # largest |tau| is dropped least
+    g = torch.Generator().manual_seed(1)
+    tau = torch.randn(4, 50, generator=g)
+    out = della([tau], torch.zeros(4, 50), density=0.5, epsilon=0.2, generator=g)
+    kept = out != 0
+    scale = out[kept] / tau[kept]  # each survivor is rescaled by 1 / (1 - p_i), p_i in [0.4, 0.6]
+    assert float(scale.min()) >= 1 / 0.6 - 1e-5 and float(scale.max()) <= 1 / 0.4 + 1e-5
+    # no dropping at all: DELLA reduces to TIES at density 1
+    same = [t(x) for x in TAUS]
+    assert torch.allclose(della(same, torch.zeros(5), density=1.0, epsilon=0.0), ties(same, torch.zeros(5), density=1.0))
+
+
+def test_trim_threshold_and_bad_arguments():
+    assert trim_threshold(t([0.5, -0.2, 0.1, -0.9, 0.0]), 0.4) == pytest.approx(0.5)
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match=r"density must be in \(0, 1\]"):
+            ties([t(TAUS[0])], torch.zeros(5), density=bad)
+    with pytest.raises(ValueError, match="one weight per teacher"):
+        soup([t([1.0]), t([2.0])], weights=[1.0])
+
+
+@pytest.fixture(scope="module")
+def experts(tiny_xs, tmp_path_factory):
+    """Three experts = the tiny base plus different random task vectors, saved like any checkpoint."""
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path_factory.mktemp("experts")
+    paths = []
+    for i in range(3):
+        model = AutoModelForCausalLM.from_pretrained(tiny_xs)
+        g = torch.Generator().manual_seed(i)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.01 * torch.randn(p.shape, generator=g))
+        model.save_pretrained(root / f"e{i}")
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            if (tiny_xs / f).exists():
+                shutil.copy(tiny_xs / f, root / f"e{i}" / f)
+        paths.append(root / f"e{i}")
+    return paths
+
+
+@pytest.mark.parametrize("method, options", [("soup", {}), ("task_arithmetic", {"lam": 0.7}),
+                                             ("ties", {"density": 0.3}), ("dare", {"density": 0.5}),
+                                             ("della", {"density": 0.5, "epsilon": 0.1})])
+def test_streamed_sharded_merge_equals_the_whole_tensor_merge(method, options, experts, tiny_xs, tmp_path):
+    whole = merge_checkpoints(method, experts, tmp_path / "whole", base=tiny_xs, block_rows=1 << 30, **options)
+    streamed = merge_checkpoints(method, experts, tmp_path / "streamed", base=tiny_xs, block_rows=1 << 30,
+                                 shard_bytes=200_000, **options)
+    assert whole["shards"] == 1 and streamed["shards"] > 1
+    index = json.loads((tmp_path / "streamed/model.safetensors.index.json").read_text())["weight_map"]
+    a = load_file(tmp_path / "whole/model.safetensors")
+    b = {}
+    for f in set(index.values()):
+        b.update(load_file(tmp_path / "streamed" / f))
+    assert a.keys() == b.keys() == set(index)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    if method in ("soup", "task_arithmetic", "ties"):  # deterministic methods: row blocks change nothing
+        blocks = merge_checkpoints(method, experts, tmp_path / "blocks", base=tiny_xs, block_rows=7, **options)
+        c = load_file(tmp_path / "blocks/model.safetensors")
+        assert blocks["shards"] == 1 and all(torch.allclose(a[k], c[k], atol=1e-6) for k in a)
+    e = [load_file(p / "model.safetensors") for p in experts]
+    name = "model.layers.0.mlp.down_proj.weight"
+    base = load_file(tiny_xs / "model.safetensors")[name]
+    ref = {"soup": lambda: soup([x[name] for x in e]),
+           "task_arithmetic": lambda: task_arithmetic([x[name] for x in e], base, lam=0.7),
+           "ties": lambda: ties([x[name] for x in e], base, density=0.3)}.get(method)
+    if ref:
+        assert torch.allclose(a[name], ref(), atol=1e-6)
+
+
+def test_randomised_merges_are_seeded(experts, tiny_xs, tmp_path):
+    one = merge_checkpoints("dare", experts, tmp_path / "a", base=tiny_xs, density=0.5, seed=3)
+    two = merge_checkpoints("dare", experts, tmp_path / "b", base=tiny_xs, density=0.5, seed=3)
+    other = merge_checkpoints("dare", experts, tmp_path / "c", base=tiny_xs, density=0.5, seed=4)
+    a, b, c = (load_file(f"{x['checkpoint']}/model.safetensors") for x in (one, two, other))
+    assert all(torch.equal(a[k], b[k]) for k in a) and not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_merged_directory_loads_and_generates(experts, tiny_xs, tmp_path):
+    from chorus.policy.engines import HFEngine, SamplingParams
+    from chorus.policy.models import load_model
+
+    merge_checkpoints("ties", experts, tmp_path / "m", base=tiny_xs, density=0.5)
+    model, tok = load_model("hf", path=str(tmp_path / "m"))
+    out = HFEngine(model, tok).generate(["hello"], n=1, params=SamplingParams(max_new_tokens=4))
+    assert len(out[0][0].token_ids) >= 1
+
+
+def test_mismatched_experts_are_refused(experts, tiny_xs, tmp_path):
+    from chorus.policy.tiny import build_tiny
+
+    other = build_tiny("s", seed=0, cache_root=tmp_path / "c")
+    with pytest.raises(ValueError, match="config hidden_size differs"):
+        merge_checkpoints("soup", [experts[0], other], tmp_path / "x")
+    odd = tmp_path / "odd"
+    shutil.copytree(experts[1], odd)
+    tj = json.loads((odd / "tokenizer.json").read_text())
+    tj["added_tokens"] = tj.get("added_tokens", []) + [{"id": 99999, "content": "<odd>", "special": True,
+                                                          "single_word": False, "lstrip": False, "rstrip": False,
+                                                          "normalized": False}]
+    (odd / "tokenizer.json").write_text(json.dumps(tj))
+    with pytest.raises(ValueError, match="tokenizers differ"):
+        merge_checkpoints("soup", [experts[0], odd], tmp_path / "y")
+    with pytest.raises(ValueError, match="needs a base"):
+        merge_checkpoints("ties", experts, tmp_path / "z")
