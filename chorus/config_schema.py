@@ -180,15 +180,50 @@ class RLConf:
 
 
 @dataclass
+class ConsolidationConf:
+    name: str = "none"  # none | soup | task_arithmetic | ties | dare | della | opd
+    weights: Optional[List[float]] = None  # one per teacher; null = equal
+    density: float = 0.5  # ties, dare, della: fraction of each task vector kept
+    epsilon: float = 0.1  # della: width of the drop-probability window
+    lam: float = 1.0  # task_arithmetic, ties, dare, della: scale of the merged task vector
+    seed: int = 0  # dare, della: the drop masks
+    student: str = "soup"  # opd: soup | stage0|stage1|stage2 | a teacher's name | a checkpoint path
+    margin: float = 0.0  # opd: a teacher must beat the student's reward by more than this
+    mode: str = "pg"  # opd: pg (per-token advantage) | direct (divergence over the vocabulary)
+    divergence: str = "reverse_kl"  # opd direct: reverse_kl | jsd
+    beta: float = 0.5  # opd direct jsd
+    teachers_in_memory: bool = True  # opd: false loads one teacher at a time (mode=pg)
+
+
+@dataclass
+class TeacherConf:
+    name: str = "stage0"
+    checkpoint: str = ""
+    source: str = "online"  # online (K teacher samples per task) | table (an evaluation run's per-task table)
+    rewards: Optional[str] = None  # source=table: a run dir or per_task file
+
+
+@dataclass
+class TeacherPoolConf:
+    name: str = "three_experts"
+    base: Optional[str] = None  # the SFT init task vectors are taken against
+    teachers: List[TeacherConf] = field(default_factory=list)
+    missing: str = "error"  # a table lacking training tasks: error | online | skip
+    online_samples: int = 4
+
+
+@dataclass
 class TrainConf:
     sft_stage: Any = None
     rl_algo: Any = None
     trainer: Any = None
+    consolidation: Any = None
+    teacher_pool: Any = None
     model: Any = None
     format: Any = None
     simulator: Any = None
     rl: RLConf = field(default_factory=RLConf)
-    job: str = "sft"
+    job: str = "auto"  # auto = consolidate when consolidation != none, else sft
     runs_dir: str = "runs"
     seed: int = 0
 
@@ -212,6 +247,8 @@ def register_configs() -> None:
     cs.store(group="sft_stage", name="sft_stage_schema", node=SFTStageConf)
     cs.store(group="rl_algo", name="rl_algo_schema", node=RLAlgoConf)
     cs.store(group="trainer", name="trainer_schema", node=TrainerConf)
+    cs.store(group="consolidation", name="consolidation_schema", node=ConsolidationConf)
+    cs.store(group="teacher_pool", name="teacher_pool_schema", node=TeacherPoolConf)
     cs.store(group="tasks", name="tasks_schema", node=TasksConf)
     cs.store(group="policy", name="policy_schema", node=PolicyConf)
     cs.store(group="format", name="format_schema", node=FormatConf)

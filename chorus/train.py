@@ -5,6 +5,8 @@ job=sft trains (or registers) one SFT stage; its Hugging Face checkpoint lands i
 <runs_dir>/sft/<stage>/hf, where the next stage and the RL jobs find it.
 job=rl turns a stage checkpoint into an expert in <runs_dir>/rl/<rl_algo>/<stage>/ (hf/ + per-task
 held-out table); it resumes from that dir's last checkpoint unless rl.resume=false.
+consolidation=<method> teacher_pool=<pool> merges the pool's experts or distils them (opd) into
+<runs_dir>/consolidation/<method>/<pool>/, evaluated on the held-out tasks.
 """
 from __future__ import annotations
 
@@ -46,20 +48,81 @@ def rl(c: dict, fmt: str, sim, workers) -> dict:
                     seed=c["seed"], dtype=c["model"]["dtype"], meta=meta)
 
 
-JOBS = {"sft": sft, "rl": rl}
+def consolidate(c: dict, fmt: str, sim, workers) -> dict:
+    from .merge.methods import MERGES
+    from .merge.run import merge_and_evaluate
+    from .opd.run import train_opd
+    from .opd.teachers import Teacher, check_teachers
+    from .policy.engines import SamplingParams
+    from .tasks import load_tasks
+
+    cons, pool, r = c["consolidation"], c["teacher_pool"], c["rl"]
+    method = cons["name"]
+    teachers = [Teacher(**t) for t in pool["teachers"]]
+    check_teachers(teachers)
+    out = Path(c["runs_dir"]) / "consolidation" / method / pool["name"]
+    eval_tasks = load_tasks(**{k: v for k, v in r["eval_tasks"].items() if v is not None})
+    meta = {"job": "consolidation", "consolidation": method, "teacher_pool": pool["name"], "seed": c["seed"]}
+    params = SamplingParams(max_new_tokens=r["max_new_tokens"], temperature=r["temperature"], seed=c["seed"] + 1)
+    if method in MERGES:
+        options = {"weights": cons["weights"], "seed": cons["seed"]}
+        options.update({k: cons[k] for k in MERGE_OPTIONS.get(method, ())})
+        return merge_and_evaluate(method, [t.checkpoint for t in teachers], pool["base"], out, options, eval_tasks,
+                                  fmt, sim, r["eval_samples"], params, workers, r["max_prompt_tokens"], meta)
+    if method != "opd":
+        raise ValueError(f"unknown consolidation {method!r}; choose one of {sorted([*MERGES, 'opd'])}")
+    student = opd_student(cons["student"], teachers, pool, c, fmt, sim, workers, out)
+    tasks = load_tasks(**{k: v for k, v in r["tasks"].items() if v is not None})
+    return train_opd(student, out, teachers, cons, r, tasks, eval_tasks, fmt, sim, c["trainer"], pool["missing"],
+                     pool["online_samples"], workers, c["seed"], c["model"]["dtype"], meta)
+
+
+MERGE_OPTIONS = {"task_arithmetic": ("lam",), "ties": ("density", "lam"), "dare": ("density", "lam"),
+                 "della": ("density", "epsilon", "lam")}
+
+
+def opd_student(choice: str, teachers, pool: dict, c: dict, fmt: str, sim, workers, out: Path) -> str:
+    """The OPD student's init: the soup of the pool, a stage checkpoint, a teacher, or a path."""
+    from .merge.stream import merge_checkpoints
+    from .sft.stages import STAGES, stage_checkpoint
+
+    if choice == "soup":
+        target = out / "student_soup"
+        if not (target / "config.json").exists():
+            merge_checkpoints("soup", [t.checkpoint for t in teachers], target, weights=c["consolidation"]["weights"])
+        return str(target)
+    if choice in STAGES:
+        return str(stage_checkpoint(c["runs_dir"], choice))
+    named = {t.name: t.checkpoint for t in teachers}
+    if choice in named:
+        return named[choice]
+    if (Path(choice) / "config.json").exists():
+        return choice
+    raise ValueError(f"consolidation.student={choice!r} is neither soup, a stage, a teacher of the pool "
+                     f"({sorted(named)}) nor a checkpoint directory")
+
+
+def auto_job(c: dict) -> str:
+    if c["job"] != "auto":
+        return c["job"]
+    return "consolidation" if c["consolidation"]["name"] != "none" else "sft"
+
+
+JOBS = {"sft": sft, "rl": rl, "consolidation": consolidate}
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     c = OmegaConf.to_container(cfg, resolve=True)
     try:
-        if c["job"] not in JOBS:
-            raise ValueError(f"unknown job {c['job']!r}; choose one of {list(JOBS)}")
+        job = auto_job(c)
+        if job not in JOBS:
+            raise ValueError(f"unknown job {job!r}; choose one of {list(JOBS)}")
         fmt_options = dict(c["format"])
         fmt = fmt_options.pop("name")
         get_format(fmt)
         sim, workers = sim_config(c["simulator"])
-        info = JOBS[c["job"]](c, fmt, sim, workers)
+        info = JOBS[job](c, fmt, sim, workers)
     except (TaskFormatError, ValueError, OSError) as exc:
         print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

@@ -4,7 +4,7 @@ import pytest
 
 from chorus.sim import SimConfig
 from chorus.tasks.schema import Task
-from helpers import AND2, COUNTER
+from helpers import AND2, COUNTER, PROMPT
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_CVDP = REPO.parent / "shared" / "cvdp"
@@ -46,3 +46,43 @@ def tiny_xs(cache_root) -> Path:
     from chorus.policy.tiny import build_tiny
 
     return build_tiny("xs", seed=0, cache_root=cache_root)
+
+
+# --- a tiny policy that has learned the answer shape, shared by the RL and OPD tests ---
+
+@pytest.fixture(scope="session")
+def sim(cache_root) -> SimConfig:
+    return SimConfig(cache=False, cache_dir=str(cache_root), run_timeout_s=20)
+
+
+@pytest.fixture(scope="session")
+def rl_tasks():
+    from chorus.tasks import load_tasks
+
+    return load_tasks("generated", split="train", difficulty="easy", per_family=2, seed=0)
+
+
+@pytest.fixture(scope="session")
+def eval_tasks():
+    from chorus.tasks import load_tasks
+
+    return load_tasks("generated", split="test", difficulty="easy", per_family=4, seed=0)[:3]
+
+
+@pytest.fixture(scope="session")
+def sft_xs(tiny_xs, rl_tasks, sim, tmp_path_factory) -> str:
+    """The xs model after a short SFT: its samples at T=1 differ (in coverage, validity and length),
+    so groups have reward variance to learn from."""
+    from transformers import AutoTokenizer
+
+    from chorus.policy.prompts import fit_messages
+    from chorus.sft.data import build_examples
+    from chorus.sft.run import train_sft
+
+    tok = AutoTokenizer.from_pretrained(tiny_xs)
+    examples = build_examples(rl_tasks, "vectors", sim, 50.0, repair=False, workers=2,
+                              prompt=lambda t: fit_messages(t, "vectors", tok, PROMPT)[0])
+    out = tmp_path_factory.mktemp("sft-xs")
+    return train_sft(str(tiny_xs), examples, out, steps=40, batch_size=4, lr=3e-3, warmup_steps=5)["checkpoint"]
+
+

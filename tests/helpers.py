@@ -1,4 +1,6 @@
 """Small designs and testbench builders shared by the tests."""
+from pathlib import Path
+
 
 AND2 = """module and2(input logic a, input logic b, output logic y);
   assign y = a & b;
@@ -30,3 +32,28 @@ module tb;
   end
 endmodule
 """
+
+
+PROMPT = 1200  # ports-only prompts: a tiny model cannot use the RTL, and short prompts keep steps fast
+CPU = {"accelerator": "cpu", "devices": 1, "num_nodes": 1, "strategy": "auto", "precision": "32-true"}
+
+
+def rl_settings(**over) -> dict:
+    """The `rl` config node of a tiny run: 2 steps, 2 prompts x 4 samples, short answers."""
+    base = dict(steps=2, prompts_per_step=2, group_size=4, micro_batch=3, lr=1e-3, weight_decay=0.0, warmup_steps=1,
+                grad_clip=1.0, max_new_tokens=96, temperature=1.0, max_prompt_tokens=PROMPT, engine="hf", lora=None,
+                reward={"compile_penalty": 0.0, "empty_penalty": -0.1, "pass_bonus": 0.0}, eval_every=0,
+                eval_samples=1, save_every=1, resume=True)
+    return {**base, **over}
+
+
+def weights(path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(path) / "model.safetensors"))
+
+
+def lines(path) -> list[dict]:
+    import json
+
+    return [json.loads(x) for x in Path(path).read_text().splitlines()]

@@ -1,68 +1,14 @@
 """Tiny RL runs end to end: real Verilator rewards, a real (tiny) transformers policy, Lightning."""
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
-from safetensors.torch import load_file
 
-from transformers import AutoTokenizer
-
-from chorus.policy.prompts import fit_messages
 from chorus.rl import run as rl_run
 from chorus.rl.algos import get_algo
 from chorus.rl.run import train_rl
-from chorus.sft.data import build_examples
-from chorus.sft.run import train_sft
-from chorus.sim import SimConfig
-from chorus.tasks import load_tasks
-
-PROMPT = 1200  # ports-only prompts: a tiny model cannot use the RTL, and short prompts keep steps fast
-CPU = {"accelerator": "cpu", "devices": 1, "num_nodes": 1, "strategy": "auto", "precision": "32-true"}
-
-
-def rl_settings(**over) -> dict:
-    base = dict(steps=2, prompts_per_step=2, group_size=4, micro_batch=3, lr=1e-3, weight_decay=0.0, warmup_steps=1,
-                grad_clip=1.0, max_new_tokens=96, temperature=1.0, max_prompt_tokens=PROMPT, engine="hf", lora=None,
-                reward={"compile_penalty": 0.0, "empty_penalty": -0.1, "pass_bonus": 0.0}, eval_every=0,
-                eval_samples=1, save_every=1, resume=True)
-    return {**base, **over}
-
-
-@pytest.fixture(scope="module")
-def sim(cache_root) -> SimConfig:
-    return SimConfig(cache=False, cache_dir=str(cache_root), run_timeout_s=20)
-
-
-@pytest.fixture(scope="module")
-def rl_tasks():
-    return load_tasks("generated", split="train", difficulty="easy", per_family=2, seed=0)
-
-
-@pytest.fixture(scope="module")
-def eval_tasks():
-    return load_tasks("generated", split="test", difficulty="easy", per_family=4, seed=0)[:3]
-
-
-@pytest.fixture(scope="module")
-def sft_xs(tiny_xs, rl_tasks, sim, tmp_path_factory) -> str:
-    """The xs model after a short SFT: its samples at T=1 differ (in coverage, validity and length),
-    so groups have reward variance to learn from."""
-    tok = AutoTokenizer.from_pretrained(tiny_xs)
-    examples = build_examples(rl_tasks, "vectors", sim, 50.0, repair=False, workers=2,
-                              prompt=lambda t: fit_messages(t, "vectors", tok, PROMPT)[0])
-    out = tmp_path_factory.mktemp("sft-xs")
-    return train_sft(str(tiny_xs), examples, out, steps=40, batch_size=4, lr=3e-3, warmup_steps=5)["checkpoint"]
-
-
-def weights(path) -> dict[str, torch.Tensor]:
-    return load_file(str(Path(path) / "model.safetensors"))
-
-
-def lines(path) -> list[dict]:
-    return [json.loads(x) for x in Path(path).read_text().splitlines()]
-
+from helpers import CPU, PROMPT, lines, rl_settings, weights
 
 def run(init, out, name="dapo", eval_tasks=(), rl_tasks=(), sim=None, algo=None, **over):
     a = get_algo(name, overlong_buffer=over.pop("overlong_buffer", 32), **(algo or {}))

@@ -73,23 +73,32 @@ class RLModule(L.LightningModule):
         for start in range(0, b.input_ids.size(0), self.micro_batch):
             sl = slice(start, start + self.micro_batch)
             ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
-            mask, old = b.completion_mask[sl].to(self.device), b.old_logprobs[sl].to(self.device)
+            mask = b.completion_mask[sl].to(self.device)
             logits = self.model(input_ids=ids, attention_mask=attn).logits
             logp, entropy = token_logprobs(logits, ids, self.temperature, with_entropy=True)
-            ref = self._ref_logprobs(ids, attn) if self.algo.needs_reference else None
-            loss, st = clipped_pg_loss(logp, old, b.advantages[sl].to(self.device), mask, self.algo.eps_low,
-                                       self.algo.eps_high, mode, normalizer, self.max_new_tokens, ref,
-                                       self.algo.kl_coef)
+            loss, st = self.micro_loss(b, sl, logits, logp, normalizer)
             self.manual_backward(loss)
             n = float(mask.sum())
             sums["loss"] += float(loss.detach())
-            sums["clip_frac_low"] += st["clip_frac_low"] * n
-            sums["clip_frac_high"] += st["clip_frac_high"] * n
+            sums["clip_frac_low"] += st.get("clip_frac_low", 0.0) * n
+            sums["clip_frac_high"] += st.get("clip_frac_high", 0.0) * n
             sums["entropy"] += float((entropy.detach() * mask).sum())
-            if ref is not None:
-                sums["kl"] += float(((ref - logp.detach()).exp() - (ref - logp.detach()) - 1).mul(mask).sum())
+            sums["kl"] += st.get("kl_sum", 0.0)
         return {"loss": sums["loss"], **{k: sums[k] / tokens for k in ("clip_frac_low", "clip_frac_high", "entropy",
                                                                        "kl")}}
+
+    def micro_loss(self, b: RolloutBatch, sl: slice, logits, logp, normalizer: float) -> tuple[torch.Tensor, dict]:
+        """The policy-gradient loss of one micro-batch (subclasses swap in other objectives)."""
+        ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
+        mask, old = b.completion_mask[sl].to(self.device), b.old_logprobs[sl].to(self.device)
+        ref = self._ref_logprobs(ids, attn) if self.algo.needs_reference else None
+        loss, st = clipped_pg_loss(logp, old, b.advantages[sl].to(self.device), mask, self.algo.eps_low,
+                                   self.algo.eps_high, self.algo.aggregation, normalizer, self.max_new_tokens, ref,
+                                   self.algo.kl_coef)
+        if ref is not None:
+            d = ref - logp.detach()
+            st["kl_sum"] = float(((d.exp() - d - 1) * mask).sum())
+        return loss, st
 
     @torch.no_grad()
     def _ref_logprobs(self, ids, attn):

@@ -9,7 +9,9 @@ import hashlib
 import json
 import logging
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import lightning as L
 import torch
@@ -78,10 +80,20 @@ def evaluate_policy(engine, tokenizer, tasks, fmt: str, n_samples: int, params: 
     return summary
 
 
+@dataclass
+class Objective:
+    """What a policy-training run optimises: how a step's batch is collected, which module updates
+    on it, and what else gets logged per step. RL is the default; OPD supplies its own."""
+    collect: Callable = collect  # (draw, engine, tokenizer, pool, spec, prompts_per_step, seed=) -> batch
+    module: Callable = RLModule  # (model, rollout, algo, identity, **settings) -> LightningModule
+    log_batch: Callable[[Path, int, object], None] | None = None
+
+
 def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval_tasks, fmt: str, sim: SimConfig,
              trainer: dict, workers: int | None = None, seed: int = 0, dtype: str = "float32",
-             meta: dict | None = None) -> dict:
-    """RL from `init` for rl['steps'] rollout iterations; resumes from out_dir/ckpt/last.ckpt if asked."""
+             meta: dict | None = None, objective: Objective = Objective()) -> dict:
+    """RL (or another on-policy objective) from `init` for rl['steps'] rollout iterations; resumes
+    from out_dir/ckpt/last.ckpt if asked."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lora = rl.get("lora") if (rl.get("lora") or {}).get("r", 0) > 0 else None
@@ -114,26 +126,28 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
         def rollout(step: int):
             with warnings.catch_warnings():
                 warnings.simplefilter("always")
-                return collect(draw, engine, tok, pool, spec, rl["prompts_per_step"],
-                               seed=seed * 1_000_003 + step * 101 + fit.global_rank)
+                return objective.collect(draw, engine, tok, pool, spec, rl["prompts_per_step"],
+                                         seed=seed * 1_000_003 + step * 101 + fit.global_rank)
 
         def on_step(step: int, batch, stats: dict) -> None:
-            log.info("step %d/%d reward %.3f±%.3f compile %.2f pass %.2f zero-std %.2f distinct %.2f "
+            log.info("step %d/%d reward %.3f±%.3f compile %.2f pass %.2f distinct %.2f trained %d "
                      "gen %.1fs sim %.1fs update %.1fs", step, rl["steps"], stats["reward_mean"], stats["reward_std"],
-                     stats["compile_rate"], stats["pass_rate"], stats["zero_std_fraction"], stats["distinct_ratio"],
+                     stats["compile_rate"], stats["pass_rate"], stats["distinct_ratio"], stats["samples_trained"],
                      stats["generation_s"], stats["simulation_s"], stats["update_s"])
             with open(steps_log, "a") as f:
                 f.write(json.dumps({"step": step, **stats}) + "\n")
             with open(rollouts_log, "a") as f:
                 for r in batch.rows:
                     f.write(json.dumps({"step": step, **r}) + "\n")
+            if objective.log_batch:
+                objective.log_batch(out, step, batch)
             if rl["eval_every"] and step % rl["eval_every"] == 0 and step < rl["steps"]:
                 model.eval()
                 evaluate_policy(engine, tok, eval_tasks, fmt, rl["eval_samples"], eval_params, sim,
                                 out / "eval" / f"step_{step}", workers, rl["max_prompt_tokens"])
                 model.train()
 
-        module = RLModule(model, rollout, algo, model_identity(init, lora), lr=rl["lr"],
+        module = objective.module(model, rollout, algo, model_identity(init, lora), lr=rl["lr"],
                           weight_decay=rl["weight_decay"], warmup_steps=rl["warmup_steps"], total_steps=rl["steps"],
                           micro_batch=rl["micro_batch"], grad_clip=rl["grad_clip"], temperature=rl["temperature"],
                           max_new_tokens=rl["max_new_tokens"], ref_model=ref, state=sampler.state_dict,
@@ -149,7 +163,7 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
                         limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)
         last = ckpt_dir / "last.ckpt"
         resume = str(last) if rl["resume"] and last.exists() else None
-        _trim_logs((steps_log, rollouts_log), _checkpoint_step(resume) if resume else 0)
+        _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), _checkpoint_step(resume) if resume else 0)
         model.train()
         with warnings.catch_warnings():  # the post-update state is exactly what a resume needs
             warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")

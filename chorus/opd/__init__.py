@@ -1,0 +1,1 @@
+"""Adaptive multi-teacher on-policy distillation: reward-gated routing, losses, trainer."""

@@ -1,0 +1,41 @@
+"""Distillation losses on the student's own samples, as pure tensor functions.
+
+Shapes: logits [B, T, V], log-probs and masks [B, T]; positions are aligned as in
+`chorus.rl.losses.token_logprobs` (position t scores token t). Teachers are evaluated at T=1."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def pg_advantages(student_logp: torch.Tensor, teacher_logp: torch.Tensor) -> torch.Tensor:
+    """opd.mode=pg: the per-token advantage -(log pi_s - log pi_t), a reward for tokens the teacher
+    likes more than the student does (no gradient flows through it)."""
+    return -(student_logp - teacher_logp).detach()
+
+
+def reverse_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor,
+               normalizer: float) -> torch.Tensor:
+    """opd.mode=direct: sum over the sampled positions of KL(pi_s || pi_t) over the vocabulary."""
+    s = torch.log_softmax(student_logits.float(), -1)
+    t = torch.log_softmax(teacher_logits.float(), -1)
+    per_pos = (s.exp() * (s - t)).sum(-1)
+    return (per_pos * mask).sum() / normalizer
+
+
+def generalized_jsd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor,
+                    normalizer: float, beta: float = 0.5) -> torch.Tensor:
+    """GKD's generalised JSD: beta KL(pi_t || m) + (1 - beta) KL(pi_s || m), m = beta pi_t + (1 - beta) pi_s.
+    beta -> 0 approaches forward KL's behaviour, beta -> 1 reverse KL's (scaled)."""
+    if not 0 < beta < 1:
+        raise ValueError(f"opd.beta must be in (0, 1) for jsd, got {beta}; use divergence=reverse_kl for the limit")
+    s = torch.log_softmax(student_logits.float(), -1)
+    t = torch.log_softmax(teacher_logits.float(), -1)
+    m = torch.logsumexp(torch.stack([s + math.log(1 - beta), t + math.log(beta)]), dim=0)
+    kl_t = (t.exp() * (t - m)).sum(-1)
+    kl_s = (s.exp() * (s - m)).sum(-1)
+    return ((beta * kl_t + (1 - beta) * kl_s) * mask).sum() / normalizer
+
+
+DIVERGENCES = {"reverse_kl": reverse_kl, "jsd": generalized_jsd}

@@ -1,0 +1,45 @@
+"""The OPD LightningModule: the RL module's step (rollout outside training_step, micro-batches
+under one normaliser, clipping, one optimizer step) with a distillation objective.
+
+mode=pg: per-token advantage -(log pi_s - log pi_t) through the clipped policy-gradient loss.
+mode=direct: a divergence over the vocabulary at each sampled position (reverse KL or GKD's JSD),
+which needs the routed teachers' logits in the update, so it keeps them in memory."""
+from __future__ import annotations
+
+import torch
+
+from ..rl.losses import clipped_pg_loss
+from ..rl.module import RLModule
+from .losses import DIVERGENCES, pg_advantages
+
+
+class OPDModule(RLModule):
+    def __init__(self, *args, mode: str = "pg", divergence: str = "reverse_kl", beta: float = 0.5, teachers=None,
+                 **kwargs):
+        super().__init__(*args, **kwargs)
+        if mode not in ("pg", "direct"):
+            raise ValueError(f"unknown opd.mode {mode!r}; use pg or direct")
+        if divergence not in DIVERGENCES:
+            raise ValueError(f"unknown opd.divergence {divergence!r}; use one of {sorted(DIVERGENCES)}")
+        self.mode, self.divergence, self.beta, self.teachers = mode, divergence, beta, teachers
+
+    def micro_loss(self, b, sl: slice, logits, logp, normalizer: float):
+        mask = b.completion_mask[sl].to(self.device)
+        t_logp = b.teacher_logprobs[sl].to(self.device)
+        stats = {"kl_sum": float(((logp.detach() - t_logp) * mask).sum())}
+        if self.mode == "pg":
+            adv = pg_advantages(logp, t_logp) * mask
+            loss, st = clipped_pg_loss(logp, b.old_logprobs[sl].to(self.device), adv, mask, self.algo.eps_low,
+                                       self.algo.eps_high, "token_mean", normalizer)
+            return loss, {**st, **stats}
+        ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
+        t_logits = torch.zeros_like(logits)
+        names = b.teacher_of[sl]
+        for name in dict.fromkeys(names):
+            rows = torch.tensor([i for i, n in enumerate(names) if n == name], device=self.device)
+            with self.teachers.use(name) as teacher, torch.no_grad():
+                t_logits[rows] = teacher(input_ids=ids[rows], attention_mask=attn[rows]).logits.to(logits.dtype)
+        kw = {"beta": self.beta} if self.divergence == "jsd" else {}
+        # position t-1's distribution predicts token t: align logits with the next token's mask
+        loss = DIVERGENCES[self.divergence](logits[:, :-1], t_logits[:, :-1], mask[:, 1:], normalizer, **kw)
+        return loss, stats

@@ -1,0 +1,92 @@
+"""One OPD iteration outside the training step: the student samples G testbenches per task, the
+simulator scores them, each task is routed to its best teacher (or skipped), and the routed
+teachers score the student's exact tokens at T=1."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+
+from ..policy.models import load_model
+from ..rl.losses import token_logprobs
+from ..rl.rollouts import RolloutBatch, RolloutSpec, _pad, _row, sample_groups, sample_stats
+from .routing import route
+from .teachers import Teacher, TeacherRewards
+
+
+@dataclass
+class OPDBatch(RolloutBatch):
+    teacher_logprobs: torch.Tensor | None = None  # [B, T] routed teacher's log-prob of each student token
+    teacher_of: list[str] = field(default_factory=list)  # per sequence
+    decisions: list[dict] = field(default_factory=list)  # per task: route, reason, rewards
+
+
+class TeacherModels:
+    """Teachers on demand: all kept in memory, or loaded one at a time when memory is short."""
+
+    def __init__(self, teachers: list[Teacher], keep_in_memory: bool = True, dtype: str = "float32",
+                 device: str = "cpu"):
+        self.by_name = {t.name: t for t in teachers}
+        self.keep, self.dtype, self.device = keep_in_memory, dtype, device
+        self.loaded: dict[str, torch.nn.Module] = {}
+
+    @contextlib.contextmanager
+    def use(self, name: str):
+        model = self.loaded.get(name)
+        if model is None:
+            model, _ = load_model("hf", path=self.by_name[name].checkpoint, dtype=self.dtype, device=self.device)
+            model.requires_grad_(False)
+            if self.keep:
+                self.loaded[name] = model
+        try:
+            yield model
+        finally:
+            if not self.keep:
+                del model
+
+
+def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, rewards: TeacherRewards,
+                teachers: TeacherModels, order: list[str], margin: float = 0.0, seed: int = 0,
+                micro_batch: int = 8) -> OPDBatch:
+    tasks = draw(prompts_per_step)
+    groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
+    teacher_r = rewards.for_tasks(tasks)
+    decisions, seqs, rows, teacher_of = [], [], [], []
+    for grp in groups:
+        task = grp[0]["task"]
+        valid = [s["reward"] for s in grp if s["reward"] is not None]
+        student = sum(valid) / len(valid) if valid else None
+        r = route(teacher_r[task.id], student, margin, order)
+        decisions.append({"task_id": task.id, "teacher": r.teacher, "reason": r.reason,
+                          "teacher_reward": r.teacher_reward, "student_reward": student,
+                          "teacher_rewards": teacher_r[task.id]})
+        if r.teacher is None:
+            continue
+        for s in grp:
+            prompt_ids = tokenizer(s["prompt"], add_special_tokens=False)["input_ids"]
+            seqs.append((prompt_ids, s["gen"].token_ids, s["gen"].logprobs, 0.0))
+            rows.append({**_row(s, None, spec.fmt), "teacher": r.teacher})
+            teacher_of.append(r.teacher)
+    ids, attn, comp, old, adv = _pad(seqs, tokenizer.pad_token_id)
+    t_logp = torch.zeros(ids.shape)
+    kl: dict[str, list[float]] = {}
+    for name in order:  # one teacher at a time over the sequences routed to it
+        idx = [i for i, t in enumerate(teacher_of) if t == name]
+        if not idx:
+            continue
+        with teachers.use(name) as model, torch.no_grad():
+            device = next(model.parameters()).device
+            for start in range(0, len(idx), micro_batch):
+                part = torch.tensor(idx[start:start + micro_batch])
+                logits = model(input_ids=ids[part].to(device), attention_mask=attn[part].to(device)).logits
+                t_logp[part] = token_logprobs(logits, ids[part].to(device))[0].float().cpu()
+        m = comp[idx].bool()
+        kl[name] = [float((old[idx] - t_logp[idx])[m].mean())] if m.any() else []
+    all_rows = [_row(s, None, spec.fmt) for grp in groups for s in grp]
+    routed = [d for d in decisions if d["teacher"]]
+    stats = {**sample_stats(all_rows), **timing, "skip_fraction": 1 - len(routed) / max(1, len(decisions)),
+             **{f"route_{n}": sum(d["teacher"] == n for d in decisions) for n in order},
+             **{f"kl_{n}": v[0] for n, v in kl.items() if v}, "samples_trained": len(rows)}
+    return OPDBatch(ids, attn, comp, old, adv, rows=rows, stats=stats, teacher_logprobs=t_logp,
+                    teacher_of=teacher_of, decisions=decisions)

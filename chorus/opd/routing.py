@@ -1,0 +1,34 @@
+"""Reward-gated routing (CHORUS): per task, the teacher with the best execution reward is chosen,
+and the student distils towards it only when it beats the student by more than a margin."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Route:
+    teacher: str | None  # None = skip this task
+    reason: str  # best_teacher_beats_student | student_not_beaten | no_teacher_reward | no_student_reward
+    teacher_reward: float | None = None
+    student_reward: float | None = None
+
+
+def route(teacher_rewards: dict[str, float | None], student_reward: float | None, margin: float = 0.0,
+          order: list[str] | None = None) -> Route:
+    """Pick the teacher with the highest reward if it exceeds the student's by more than `margin`.
+
+    Ties between teachers go to the one earlier in `order` (default: sorted names), so the
+    decision never depends on dict order. Teachers without a reward for the task are ignored."""
+    order = order or sorted(teacher_rewards)
+    known = [(name, teacher_rewards[name]) for name in order if teacher_rewards.get(name) is not None]
+    if not known:
+        return Route(None, "no_teacher_reward", None, student_reward)
+    best_name, best = known[0]
+    for name, r in known[1:]:
+        if r > best:  # strict: an equal reward later in the order does not take over
+            best_name, best = name, r
+    if student_reward is None:
+        return Route(None, "no_student_reward", best, None)
+    if best - student_reward > margin:
+        return Route(best_name, "best_teacher_beats_student", best, student_reward)
+    return Route(None, "student_not_beaten", best, student_reward)

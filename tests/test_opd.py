@@ -1,0 +1,112 @@
+"""Reward-gated multi-teacher OPD: routing and losses on hand values, teacher rewards, tiny runs."""
+import json
+import math
+import shutil
+
+import pytest
+import torch
+
+from chorus.opd.losses import generalized_jsd, pg_advantages, reverse_kl
+from chorus.opd.routing import route
+from chorus.opd.run import train_opd
+from chorus.opd.teachers import Teacher, TeacherRewards
+from helpers import CPU, lines, rl_settings, weights
+
+
+def test_route_picks_the_best_teacher_only_when_it_beats_the_student_by_the_margin():
+    r = route({"a": 0.5, "b": 0.8}, 0.6, margin=0.1)
+    assert (r.teacher, r.reason, r.teacher_reward, r.student_reward) == ("b", "best_teacher_beats_student", 0.8, 0.6)
+    assert route({"a": 0.5, "b": 0.8}, 0.75, margin=0.1).reason == "student_not_beaten"
+    assert route({"a": 0.5}, 0.5).teacher is None  # equal is not better
+    assert route({"a": None, "b": None}, 0.2).reason == "no_teacher_reward"
+    assert route({"a": None, "b": 0.3}, 0.2).teacher == "b"  # a teacher without a reward is ignored
+    assert route({"a": 0.9}, None).reason == "no_student_reward"  # e.g. every student sample hit a harness error
+
+
+def test_route_breaks_ties_by_pool_order_not_dict_order():
+    assert route({"b": 0.8, "a": 0.8}, 0.1).teacher == "a"
+    assert route({"a": 0.8, "b": 0.8}, 0.1, order=["b", "a"]).teacher == "b"
+
+
+def test_distillation_losses_hand_computed():
+    s, t = torch.log(torch.tensor([[[0.5, 0.5]]])), torch.log(torch.tensor([[[0.25, 0.75]]]))
+    mask = torch.ones(1, 1)
+    assert float(reverse_kl(s, t, mask, 1.0)) == pytest.approx(0.5 * math.log(2) + 0.5 * math.log(2 / 3))
+    m = [0.375, 0.625]
+    kl_t = 0.25 * math.log(0.25 / m[0]) + 0.75 * math.log(0.75 / m[1])
+    kl_s = 0.5 * math.log(0.5 / m[0]) + 0.5 * math.log(0.5 / m[1])
+    assert float(generalized_jsd(s, t, mask, 1.0, beta=0.5)) == pytest.approx(0.5 * kl_t + 0.5 * kl_s)
+    assert float(reverse_kl(s, s, mask, 1.0)) == pytest.approx(0.0, abs=1e-7)
+    adv = pg_advantages(torch.tensor([[-1.0, -2.0]]), torch.tensor([[-0.5, -3.0]]))
+    assert adv.tolist() == [[0.5, -1.0]]  # the teacher likes token 1 more, token 2 less
+    with pytest.raises(ValueError, match="opd.beta"):
+        generalized_jsd(s, t, mask, 1.0, beta=1.0)
+
+
+class FakeTask:
+    def __init__(self, i):
+        self.id = i
+
+
+def test_teacher_rewards_from_tables_online_and_the_missing_policy(tmp_path):
+    table = tmp_path / "per_task.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"task_id": "t1", "overall": 80.0}, {"task_id": "t1", "overall": None}, {"task_id": "t2", "overall": 50.0}]))
+    tab = Teacher("a", str(tmp_path), "table", str(tmp_path))
+    online = Teacher("b", str(tmp_path), "online")
+    asked = []
+
+    def estimate(teacher, tasks):
+        asked.append((teacher.name, [t.id for t in tasks]))
+        return {t.id: 0.25 for t in tasks}
+
+    with pytest.raises(ValueError, match="lacks 1 of 3 training tasks.*teacher_pool.missing=online"):
+        TeacherRewards([tab, online], ["t1", "t2", "t3"], "error", estimate)
+    rewards = TeacherRewards([tab, online], ["t1", "t2", "t3"], "skip", estimate, cache=tmp_path / "cache.jsonl")
+    got = rewards.for_tasks([FakeTask("t1"), FakeTask("t3")])
+    assert got == {"t1": {"a": pytest.approx(0.4), "b": 0.25}, "t3": {"a": None, "b": 0.25}}
+    rewards.for_tasks([FakeTask("t1")])  # online rewards are estimated once per task
+    assert asked == [("b", ["t1", "t3"])]
+    again = TeacherRewards([tab, online], ["t1", "t2", "t3"], "online", estimate, cache=tmp_path / "cache.jsonl")
+    assert again.for_tasks([FakeTask("t3")])["t3"] == {"a": 0.25, "b": 0.25}  # a's gap filled online
+    assert asked[-1] == ("a", ["t3"])  # b came from the cache written by the first run
+
+
+@pytest.fixture(scope="module")
+def pool(sft_xs, tiny_xs, rl_tasks, tmp_path_factory):
+    """'good' has an evaluation table saying it reaches 90 % on every training task; 'random' (the
+    untrained model) is estimated online."""
+    root = tmp_path_factory.mktemp("pool")
+    shutil.copytree(sft_xs, root / "good")
+    (root / "good_eval").mkdir()
+    (root / "good_eval/per_task.jsonl").write_text(
+        "".join(json.dumps({"task_id": t.id, "overall": 90.0}) + "\n" for t in rl_tasks))
+    return [Teacher("good", str(root / "good"), "table", str(root / "good_eval")),
+            Teacher("random", str(tiny_xs), "online")]
+
+
+OPD = {"margin": 0.0, "mode": "pg", "divergence": "reverse_kl", "beta": 0.5, "teachers_in_memory": False}
+
+
+@pytest.mark.parametrize("opd", [OPD, {**OPD, "mode": "direct", "divergence": "jsd", "teachers_in_memory": True}])
+def test_tiny_opd_routes_to_the_better_teacher_and_updates_the_student(opd, pool, tiny_xs, rl_tasks, eval_tasks,
+                                                                        sim, tmp_path):
+    info = train_opd(str(tiny_xs), tmp_path, pool, opd, rl_settings(steps=1, group_size=2), rl_tasks,
+                     eval_tasks[:1], "vectors", sim, CPU, online_samples=2, workers=2)
+    decisions = lines(tmp_path / "decisions.jsonl")
+    assert len(decisions) == 2 and {d["step"] for d in decisions} == {1}
+    for d in decisions:  # a random-init student never beats the SFT teacher
+        best = max(d["teacher_rewards"].values())
+        assert d["teacher_reward"] == best and d["student_reward"] <= best
+        assert (d["teacher"] is not None) == (d["reason"] == "best_teacher_beats_student")
+        assert d["teacher_rewards"]["good"] == pytest.approx(0.9) and d["teacher"] == "good"
+    step = lines(tmp_path / "steps.jsonl")[0]
+    assert (step["route_good"], step["route_random"], step["skip_fraction"]) == (2, 0, 0.0)
+    assert step["kl_good"] != 0
+    assert step["update_skipped"] == 0 and info["teachers"] == ["good", "random"]
+    before, after = weights(tiny_xs), weights(tmp_path / "hf")
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    estimated = lines(tmp_path / "teacher_rewards.jsonl")  # only the online teacher, once per drawn task
+    assert sorted(r["task_id"] for r in estimated) == sorted(d["task_id"] for d in decisions)
+    assert {r["teacher"] for r in estimated} == {"random"}
+    assert (tmp_path / "per_task.parquet").exists()
