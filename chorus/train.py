@@ -35,13 +35,11 @@ def rl(c: dict, fmt: str, sim, workers) -> dict:
     from .rl.algos import get_algo
     from .rl.run import train_rl
     from .sft.stages import stage_init_checkpoint
-    from .tasks import load_tasks
 
     stage, algo_cfg = c["sft_stage"], dict(c["rl_algo"])
     algo = get_algo(algo_cfg.pop("name"), **algo_cfg)
     init = stage_init_checkpoint(stage, c["runs_dir"])
-    tasks = load_tasks(**{k: v for k, v in c["rl"]["tasks"].items() if v is not None})
-    eval_tasks = load_tasks(**{k: v for k, v in c["rl"]["eval_tasks"].items() if v is not None})
+    tasks, eval_tasks = rl_task_sets(c["rl"])
     out = Path(c["runs_dir"]) / "rl" / algo.name / stage["name"]
     meta = {"job": "rl", "sft_stage": stage["name"], "rl_algo": algo.name, "seed": c["seed"]}
     return train_rl(init, out, algo, c["rl"], tasks, eval_tasks, fmt, sim, c["trainer"], workers=workers,
@@ -54,14 +52,13 @@ def consolidate(c: dict, fmt: str, sim, workers) -> dict:
     from .opd.run import train_opd
     from .opd.teachers import Teacher, check_teachers
     from .policy.engines import SamplingParams
-    from .tasks import load_tasks
 
     cons, pool, r = c["consolidation"], c["teacher_pool"], c["rl"]
     method = cons["name"]
     teachers = [Teacher(**t) for t in pool["teachers"]]
     check_teachers(teachers)
     out = Path(c["runs_dir"]) / "consolidation" / method / pool["name"]
-    eval_tasks = load_tasks(**{k: v for k, v in r["eval_tasks"].items() if v is not None})
+    tasks, eval_tasks = rl_task_sets(r)
     meta = {"job": "consolidation", "consolidation": method, "teacher_pool": pool["name"], "seed": c["seed"]}
     params = SamplingParams(max_new_tokens=r["max_new_tokens"], temperature=r["temperature"], seed=c["seed"] + 1)
     if method in MERGES:
@@ -72,7 +69,6 @@ def consolidate(c: dict, fmt: str, sim, workers) -> dict:
     if method != "opd":
         raise ValueError(f"unknown consolidation {method!r}; choose one of {sorted([*MERGES, 'opd'])}")
     student = opd_student(cons["student"], teachers, pool, c, fmt, sim, workers, out)
-    tasks = load_tasks(**{k: v for k, v in r["tasks"].items() if v is not None})
     return train_opd(student, out, teachers, cons, r, tasks, eval_tasks, fmt, sim, c["trainer"], pool["missing"],
                      pool["online_samples"], workers, c["seed"], c["model"]["dtype"], meta)
 
@@ -106,6 +102,19 @@ def auto_job(c: dict) -> str:
     if c["job"] != "auto":
         return c["job"]
     return "consolidation" if c["consolidation"]["name"] != "none" else "sft"
+
+
+def rl_task_sets(r: dict) -> tuple[list, list]:
+    """The training and held-out tasks of an on-policy job; neither may be empty."""
+    from .tasks import load_tasks
+
+    sets = []
+    for key in ("tasks", "eval_tasks"):
+        chosen = load_tasks(**{k: v for k, v in r[key].items() if v is not None})
+        if not chosen:
+            raise ValueError(f"rl.{key} selects no tasks; check its split, per_family, families and difficulty")
+        sets.append(chosen)
+    return sets[0], sets[1]
 
 
 JOBS = {"sft": sft, "rl": rl, "consolidation": consolidate}

@@ -150,3 +150,47 @@ def test_mismatched_experts_are_refused(experts, tiny_xs, tmp_path):
         merge_checkpoints("soup", [experts[0], odd], tmp_path / "y")
     with pytest.raises(ValueError, match="needs a base"):
         merge_checkpoints("ties", experts, tmp_path / "z")
+
+
+def _runs_dir(root, tiny_xs, experts):
+    shutil.copytree(tiny_xs, root / "sft/stage0/hf")
+    for stage, path in zip(("stage1", "stage2"), experts):
+        shutil.copytree(path, root / f"rl/dapo/{stage}/hf")
+    return root
+
+
+def _train(*overrides, cwd=None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "chorus.train", *overrides], capture_output=True, text=True,
+                          timeout=600)
+
+
+SMALL_EVAL = ["rl.eval_tasks.per_family=4", "rl.eval_tasks.families=[counter]", "rl.eval_samples=1",
+              "rl.max_new_tokens=16", "rl.max_prompt_tokens=1200"]
+
+
+def test_cli_merge_writes_an_evaluated_checkpoint(experts, tiny_xs, tmp_path):
+    runs = _runs_dir(tmp_path / "runs", tiny_xs, experts)
+    p = _train("consolidation=ties", "teacher_pool=two_experts", "consolidation.density=0.4", f"runs_dir={runs}",
+               *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h'}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    where = runs / "consolidation/ties/two_experts"
+    assert out["checkpoint"] == str(where / "hf") and out["n_tasks"] == 1 and "pass_rate" in out
+    assert out["options"]["density"] == 0.4 and out["base"] == str(runs / "sft/stage0/hf")
+    assert (where / "per_task.parquet").exists() and (where / "hf/merge.json").exists()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["consolidation=della", "consolidation.density=1.5"], "density must be in (0, 1]"),
+    (["consolidation=soup", "consolidation.weights=[1,2,3]"], "3 merge weights for 2 experts"),
+    (["consolidation=ties", "teacher_pool=three_experts"], "teacher stage0: no checkpoint"),
+])
+def test_cli_merge_bad_input_is_one_line(overrides, message, experts, tiny_xs, tmp_path):
+    runs = _runs_dir(tmp_path / "runs", tiny_xs, experts)
+    p = _train(*overrides, *([] if "teacher_pool" in overrides[-1] else ["teacher_pool=two_experts"]),
+               f"runs_dir={runs}", *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h'}")
+    assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
+    assert "sft job=rl sft_stage" not in p.stderr

@@ -99,12 +99,12 @@ def test_train_cli_job_rl_writes_the_expert_where_the_next_issue_looks(sft_xs, t
     p = subprocess.run([sys.executable, "-m", "chorus.train", "job=rl", "sft_stage=stage1",
                         f"sft_stage.checkpoint={sft_xs}", f"runs_dir={tmp_path}", "rl.steps=1", "rl.group_size=2",
                         "rl.prompts_per_step=1", "rl.max_new_tokens=32", f"rl.max_prompt_tokens={PROMPT}",
-                        "rl.tasks.difficulty=easy", "rl.tasks.per_family=1", "rl.eval_tasks.per_family=1",
+                        "rl.tasks.difficulty=easy", "rl.tasks.per_family=1", "rl.eval_tasks.per_family=4",
                         "rl.eval_tasks.families=[counter]", "rl.eval_samples=1", f"hydra.run.dir={tmp_path / 'h'}"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     info = json.loads(p.stdout.strip().splitlines()[-1])
     expert = tmp_path / "rl/dapo/stage1"
     assert info["checkpoint"] == str(expert / "hf") and info["sft_stage"] == "stage1" and info["rl_algo"] == "dapo"
-    assert (expert / "hf/config.json").exists() and (expert / "per_task.parquet").exists()
+    assert (expert / "hf/config.json").exists() and len(pd.read_parquet(expert / "per_task.parquet")) == 1
     assert "step 1/1 reward" in p.stderr + p.stdout
