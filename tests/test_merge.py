@@ -51,6 +51,10 @@ def test_della_drop_probabilities_are_magnitude_ranked_in_a_window_around_the_de
     kept = out != 0
     scale = out[kept] / tau[kept]  # each survivor is rescaled by 1 / (1 - p_i), p_i in [0.4, 0.6]
     assert float(scale.min()) >= 1 / 0.6 - 1e-5 and float(scale.max()) <= 1 / 0.4 + 1e-5
+    # in expectation the rescaled survivors give back the task vector
+    flat = torch.full((200, 100), 0.3) * torch.sign(torch.randn(200, 100, generator=g))
+    est = della([flat], torch.zeros(200, 100), density=0.3, epsilon=0.2, generator=g)
+    assert float(est.sum()) == pytest.approx(float(flat.sum()), abs=0.03 * float(flat.abs().sum()))
     # no dropping at all: DELLA reduces to TIES at density 1
     same = [t(x) for x in TAUS]
     assert torch.allclose(della(same, torch.zeros(5), density=1.0, epsilon=0.0), ties(same, torch.zeros(5), density=1.0))
@@ -115,10 +119,11 @@ def test_streamed_sharded_merge_equals_the_whole_tensor_merge(method, options, e
         assert torch.allclose(a[name], ref(), atol=1e-6)
 
 
-def test_randomised_merges_are_seeded(experts, tiny_xs, tmp_path):
-    one = merge_checkpoints("dare", experts, tmp_path / "a", base=tiny_xs, density=0.5, seed=3)
-    two = merge_checkpoints("dare", experts, tmp_path / "b", base=tiny_xs, density=0.5, seed=3)
-    other = merge_checkpoints("dare", experts, tmp_path / "c", base=tiny_xs, density=0.5, seed=4)
+@pytest.mark.parametrize("method", ["dare", "della"])
+def test_randomised_merges_are_seeded(method, experts, tiny_xs, tmp_path):
+    one = merge_checkpoints(method, experts, tmp_path / "a", base=tiny_xs, density=0.5, seed=3)
+    two = merge_checkpoints(method, experts, tmp_path / "b", base=tiny_xs, density=0.5, seed=3)
+    other = merge_checkpoints(method, experts, tmp_path / "c", base=tiny_xs, density=0.5, seed=4)
     a, b, c = (load_file(f"{x['checkpoint']}/model.safetensors") for x in (one, two, other))
     assert all(torch.equal(a[k], b[k]) for k in a) and not all(torch.equal(a[k], c[k]) for k in a)
 

@@ -8,6 +8,7 @@ import torch
 
 from chorus.opd.losses import generalized_jsd, pg_advantages, reverse_kl
 from chorus.opd.routing import route
+from chorus.rl.losses import clipped_pg_loss
 from chorus.opd.run import train_opd
 from chorus.opd.teachers import Teacher, TeacherRewards
 from helpers import CPU, lines, rl_settings, weights
@@ -36,7 +37,11 @@ def test_distillation_losses_hand_computed():
     kl_t = 0.25 * math.log(0.25 / m[0]) + 0.75 * math.log(0.75 / m[1])
     kl_s = 0.5 * math.log(0.5 / m[0]) + 0.5 * math.log(0.5 / m[1])
     assert float(generalized_jsd(s, t, mask, 1.0, beta=0.5)) == pytest.approx(0.5 * kl_t + 0.5 * kl_s)
-    assert float(reverse_kl(s, s, mask, 1.0)) == pytest.approx(0.0, abs=1e-7)
+    assert float(reverse_kl(s, s, mask, 1.0)) == pytest.approx(0.0, abs=1e-7)  # teacher = student: no loss
+    assert float(generalized_jsd(s, s, mask, 1.0)) == pytest.approx(0.0, abs=1e-7)
+    logp = torch.tensor([[-1.0, -2.0]])
+    same, _ = clipped_pg_loss(logp, logp, pg_advantages(logp, logp), torch.ones(1, 2))
+    assert float(same) == 0.0
     adv = pg_advantages(torch.tensor([[-1.0, -2.0]]), torch.tensor([[-0.5, -3.0]]))
     assert adv.tolist() == [[0.5, -1.0]]  # the teacher likes token 1 more, token 2 less
     with pytest.raises(ValueError, match="opd.beta"):
@@ -72,17 +77,23 @@ def test_teacher_rewards_from_tables_online_and_the_missing_policy(tmp_path):
     assert asked[-1] == ("a", ["t3"])  # b came from the cache written by the first run
 
 
+def table_reward(name: str, task_index: int) -> float:
+    """Evaluation tables for the pool: 'good' reaches 90 % everywhere, 'spiky' 95 % on every other task."""
+    return 90.0 if name == "good" else (95.0 if task_index % 2 == 0 else 40.0)
+
+
 @pytest.fixture(scope="module")
 def pool(sft_xs, tiny_xs, rl_tasks, tmp_path_factory):
-    """'good' has an evaluation table saying it reaches 90 % on every training task; 'random' (the
-    untrained model) is estimated online."""
+    """Three tiny teachers: two with evaluation tables, the untrained model estimated online."""
     root = tmp_path_factory.mktemp("pool")
-    shutil.copytree(sft_xs, root / "good")
-    (root / "good_eval").mkdir()
-    (root / "good_eval/per_task.jsonl").write_text(
-        "".join(json.dumps({"task_id": t.id, "overall": 90.0}) + "\n" for t in rl_tasks))
-    return [Teacher("good", str(root / "good"), "table", str(root / "good_eval")),
-            Teacher("random", str(tiny_xs), "online")]
+    teachers = []
+    for name in ("good", "spiky"):
+        shutil.copytree(sft_xs, root / name)
+        (root / f"{name}_eval").mkdir()
+        (root / f"{name}_eval/per_task.jsonl").write_text("".join(
+            json.dumps({"task_id": t.id, "overall": table_reward(name, i)}) + "\n" for i, t in enumerate(rl_tasks)))
+        teachers.append(Teacher(name, str(root / name), "table", str(root / f"{name}_eval")))
+    return teachers + [Teacher("random", str(tiny_xs), "online")]
 
 
 OPD = {"margin": 0.0, "mode": "pg", "divergence": "reverse_kl", "beta": 0.5, "teachers_in_memory": False}
@@ -91,19 +102,22 @@ OPD = {"margin": 0.0, "mode": "pg", "divergence": "reverse_kl", "beta": 0.5, "te
 @pytest.mark.parametrize("opd", [OPD, {**OPD, "mode": "direct", "divergence": "jsd", "teachers_in_memory": True}])
 def test_tiny_opd_routes_to_the_better_teacher_and_updates_the_student(opd, pool, tiny_xs, rl_tasks, eval_tasks,
                                                                         sim, tmp_path):
-    info = train_opd(str(tiny_xs), tmp_path, pool, opd, rl_settings(steps=1, group_size=2), rl_tasks,
-                     eval_tasks[:1], "vectors", sim, CPU, online_samples=2, workers=2)
+    info = train_opd(str(tiny_xs), tmp_path, pool, opd, rl_settings(steps=1, prompts_per_step=3, group_size=2),
+                     rl_tasks, eval_tasks[:1], "vectors", sim, CPU, online_samples=2, workers=2)
     decisions = lines(tmp_path / "decisions.jsonl")
-    assert len(decisions) == 2 and {d["step"] for d in decisions} == {1}
-    for d in decisions:  # a random-init student never beats the SFT teacher
-        best = max(d["teacher_rewards"].values())
-        assert d["teacher_reward"] == best and d["student_reward"] <= best
-        assert (d["teacher"] is not None) == (d["reason"] == "best_teacher_beats_student")
-        assert d["teacher_rewards"]["good"] == pytest.approx(0.9) and d["teacher"] == "good"
+    assert len(decisions) == 3 and {d["step"] for d in decisions} == {1}
+    index = {t.id: i for i, t in enumerate(rl_tasks)}
+    for d in decisions:  # the routing follows the tables: spiky where it reaches 95 %, else good
+        i = index[d["task_id"]]
+        assert d["teacher_rewards"]["good"] == pytest.approx(table_reward("good", i) / 100)
+        assert d["teacher_rewards"]["spiky"] == pytest.approx(table_reward("spiky", i) / 100)
+        assert d["teacher"] == ("spiky" if i % 2 == 0 else "good") and d["reason"] == "best_teacher_beats_student"
+        assert d["student_reward"] < d["teacher_reward"] == max(d["teacher_rewards"].values())
     step = lines(tmp_path / "steps.jsonl")[0]
-    assert (step["route_good"], step["route_random"], step["skip_fraction"]) == (2, 0, 0.0)
-    assert step["kl_good"] != 0
-    assert step["update_skipped"] == 0 and info["teachers"] == ["good", "random"]
+    counts = {n: sum(d["teacher"] == n for d in decisions) for n in ("good", "spiky", "random")}
+    assert {n: step[f"route_{n}"] for n in counts} == counts and step["skip_fraction"] == 0.0
+    assert all(step[f"kl_{n}"] != 0 for n in counts if counts[n])
+    assert step["update_skipped"] == 0 and info["teachers"] == ["good", "spiky", "random"]
     before, after = weights(tiny_xs), weights(tmp_path / "hf")
     assert any(not torch.equal(before[k], after[k]) for k in before)
     estimated = lines(tmp_path / "teacher_rewards.jsonl")  # only the online teacher, once per drawn task
