@@ -49,7 +49,7 @@ def rl(c: dict, fmt: str, sim, workers) -> dict:
 def consolidate(c: dict, fmt: str, sim, workers) -> dict:
     from .merge.methods import MERGES
     from .merge.run import merge_and_evaluate
-    from .opd.run import train_opd
+    from .opd.run import resolve_student, train_opd
     from .opd.teachers import Teacher, check_teachers
     from .policy.engines import SamplingParams
 
@@ -68,34 +68,13 @@ def consolidate(c: dict, fmt: str, sim, workers) -> dict:
                                   fmt, sim, r["eval_samples"], params, workers, r["max_prompt_tokens"], meta)
     if method != "opd":
         raise ValueError(f"unknown consolidation {method!r}; choose one of {sorted([*MERGES, 'opd'])}")
-    student = opd_student(cons["student"], teachers, pool, c, fmt, sim, workers, out)
+    student = resolve_student(cons["student"], teachers, c["runs_dir"], out, cons["weights"])
     return train_opd(student, out, teachers, cons, r, tasks, eval_tasks, fmt, sim, c["trainer"], pool["missing"],
                      pool["online_samples"], workers, c["seed"], c["model"]["dtype"], meta)
 
 
 MERGE_OPTIONS = {"task_arithmetic": ("lam",), "ties": ("density", "lam"), "dare": ("density", "lam"),
                  "della": ("density", "epsilon", "lam")}
-
-
-def opd_student(choice: str, teachers, pool: dict, c: dict, fmt: str, sim, workers, out: Path) -> str:
-    """The OPD student's init: the soup of the pool, a stage checkpoint, a teacher, or a path."""
-    from .merge.stream import merge_checkpoints
-    from .sft.stages import STAGES, stage_checkpoint
-
-    if choice == "soup":
-        target = out / "student_soup"
-        if not (target / "config.json").exists():
-            merge_checkpoints("soup", [t.checkpoint for t in teachers], target, weights=c["consolidation"]["weights"])
-        return str(target)
-    if choice in STAGES:
-        return str(stage_checkpoint(c["runs_dir"], choice))
-    named = {t.name: t.checkpoint for t in teachers}
-    if choice in named:
-        return named[choice]
-    if (Path(choice) / "config.json").exists():
-        return choice
-    raise ValueError(f"consolidation.student={choice!r} is neither soup, a stage, a teacher of the pool "
-                     f"({sorted(named)}) nor a checkpoint directory")
 
 
 def auto_job(c: dict) -> str:

@@ -124,3 +124,17 @@ def test_tiny_opd_routes_to_the_better_teacher_and_updates_the_student(opd, pool
     assert sorted(r["task_id"] for r in estimated) == sorted(d["task_id"] for d in decisions)
     assert {r["teacher"] for r in estimated} == {"random"}
     assert (tmp_path / "per_task.parquet").exists()
+
+
+def test_student_init_is_the_soup_a_stage_a_teacher_or_a_path(pool, tiny_xs, tmp_path):
+    from chorus.opd.run import resolve_student
+
+    soup = resolve_student("soup", pool[:2], tmp_path / "runs", tmp_path / "out")
+    assert json.loads((tmp_path / "out/student_soup/merge.json").read_text())["method"] == "soup"
+    assert soup == str(tmp_path / "out/student_soup")
+    assert resolve_student("spiky", pool, tmp_path / "runs", tmp_path / "out") == pool[1].checkpoint
+    assert resolve_student(str(tiny_xs), pool, tmp_path / "runs", tmp_path / "out") == str(tiny_xs)
+    with pytest.raises(FileNotFoundError, match="job=sft sft_stage=stage1"):
+        resolve_student("stage1", pool, tmp_path / "runs", tmp_path / "out")
+    with pytest.raises(ValueError, match="neither soup, a stage, a teacher"):
+        resolve_student("nobody", pool, tmp_path / "runs", tmp_path / "out")

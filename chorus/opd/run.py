@@ -70,3 +70,25 @@ def train_opd(student: str, out_dir: str | Path, teachers: list[Teacher], opd: d
 
 def _collect(draw, engine, tokenizer, pool, spec, prompts_per_step, seed=0, **kw):
     return collect_opd(draw, engine, tokenizer, pool, spec, prompts_per_step, seed=seed, **kw)
+
+
+def resolve_student(choice: str, teachers: list[Teacher], runs_dir: str | Path, out: Path,
+                    weights: list[float] | None = None) -> str:
+    """The OPD student's init: the soup of the pool, a stage checkpoint, a teacher, or a path."""
+    from ..merge.stream import merge_checkpoints
+    from ..sft.stages import STAGES, stage_checkpoint
+
+    if choice == "soup":
+        target = Path(out) / "student_soup"
+        if not (target / "config.json").exists():
+            merge_checkpoints("soup", [t.checkpoint for t in teachers], target, weights=weights)
+        return str(target)
+    if choice in STAGES:
+        return str(stage_checkpoint(runs_dir, choice))
+    named = {t.name: t.checkpoint for t in teachers}
+    if choice in named:
+        return named[choice]
+    if (Path(choice) / "config.json").exists():
+        return choice
+    raise ValueError(f"consolidation.student={choice!r} is neither soup, a stage, a teacher of the pool "
+                     f"({sorted(named)}) nor a checkpoint directory")
