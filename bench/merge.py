@@ -99,13 +99,17 @@ def main() -> None:
         base, experts, size = make_checkpoints(work, args.hidden, args.layers, args.vocab)
         params = sum(v.numel() for v in load_file(str(base / "model.safetensors")).values())
         print(f"model: {params / 1e6:.0f}M parameters, {size / 2**20:.0f} MiB per checkpoint (bf16), 3 experts")
+        _, idle = timed([sys.executable, "-c", "import torch, safetensors, chorus.merge.stream"])
+        print(f"python + torch + chorus.merge imported, nothing merged: peak RSS {idle / 2**20:.0f} MiB")
         for method in args.methods.split(","):
             cs, cr = timed(chorus_cmd(method, base, experts, work / f"chorus_{method}", args.density))
-            print(f"{method:6s} chorus   {cs:7.1f} s  peak RSS {cr / 2**20:7.0f} MiB = {cr / size:.2f}x one model")
+            print(f"{method:6s} chorus   {cs:7.1f} s  peak RSS {cr / 2**20:7.0f} MiB = {cr / size:.2f}x one model "
+                  f"({(cr - idle) / size:.2f}x above the import baseline)")
             if args.mergekit:
                 ms, mr = timed(mergekit_cmd(args.mergekit, method, base, experts, work / f"mk_{method}",
                                             args.density, work))
-                print(f"{method:6s} mergekit {ms:7.1f} s  peak RSS {mr / 2**20:7.0f} MiB = {mr / size:.2f}x one model")
+                print(f"{method:6s} mergekit {ms:7.1f} s  peak RSS {mr / 2**20:7.0f} MiB = {mr / size:.2f}x one model "
+                      f"({(mr - idle) / size:.2f}x above chorus's import baseline)")
                 print(f"{method:6s} speedup_vs_mergekit={ms / cs:.2f} rss_ratio_vs_mergekit={cr / mr:.2f}")
             shutil.rmtree(work / f"chorus_{method}", ignore_errors=True)
             shutil.rmtree(work / f"mk_{method}", ignore_errors=True)

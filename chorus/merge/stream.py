@@ -33,23 +33,21 @@ class Checkpoint:
                 self.where = {k: "model.safetensors" for k in f.keys()}
         else:
             raise ValueError(f"{self.path} has no model.safetensors; merges need Hugging Face safetensors checkpoints")
-        self._open = {}
         self.config = json.loads((self.path / "config.json").read_text()) if (self.path / "config.json").exists() else {}
 
-    def _file(self, name: str):
-        fname = self.where[name]
-        if fname not in self._open:
-            self._open[fname] = safe_open(self.path / fname, "pt")
-        return self._open[fname]
-
+    # Each read opens (maps) the file and closes it again: a mapping kept open would keep every page
+    # read so far resident, and the process would grow to the size of all experts together.
     def shape(self, name: str) -> list[int]:
-        return list(self._file(name).get_slice(name).get_shape())
+        with safe_open(self.path / self.where[name], "pt") as f:
+            return list(f.get_slice(name).get_shape())
 
     def rows(self, name: str, start: int, stop: int) -> torch.Tensor:
-        return self._file(name).get_slice(name)[start:stop]
+        with safe_open(self.path / self.where[name], "pt") as f:
+            return f.get_slice(name)[start:stop].clone()
 
     def tensor(self, name: str) -> torch.Tensor:
-        return self._file(name).get_tensor(name)
+        with safe_open(self.path / self.where[name], "pt") as f:
+            return f.get_tensor(name).clone()
 
 
 def validate(checkpoints: list[Checkpoint]) -> None:
@@ -79,7 +77,7 @@ def _tokenizer_digest(path: Path) -> str | None:
 
 
 def merge_checkpoints(method: str, experts: list[str | Path], out_dir: str | Path, base: str | Path | None = None,
-                      weights: list[float] | None = None, seed: int = 0, shard_bytes: int = 2 << 30,
+                      weights: list[float] | None = None, seed: int = 0, shard_bytes: int = 256 << 20,
                       block_rows: int = 4096, **options) -> dict:
     """Merge `experts` with `method` (see MERGES) into a Hugging Face directory at out_dir."""
     if method not in MERGES:
