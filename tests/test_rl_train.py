@@ -5,14 +5,15 @@ import pandas as pd
 import pytest
 import torch
 
-from chorus.rl import run as rl_run
 from chorus.rl.algos import get_algo
-from chorus.rl.run import train_rl
+from chorus.rl.rollouts import collect
+from chorus.rl.run import Objective, train_rl
 from helpers import CPU, PROMPT, lines, rl_settings, weights
 
-def run(init, out, name="dapo", eval_tasks=(), rl_tasks=(), sim=None, algo=None, **over):
+def run(init, out, name="dapo", eval_tasks=(), rl_tasks=(), sim=None, algo=None, objective=Objective(), **over):
     a = get_algo(name, overlong_buffer=over.pop("overlong_buffer", 32), **(algo or {}))
-    return train_rl(str(init), out, a, rl_settings(**over), rl_tasks, eval_tasks, "vectors", sim, CPU, workers=2)
+    return train_rl(str(init), out, a, rl_settings(**over), rl_tasks, eval_tasks, "vectors", sim, CPU, workers=2,
+                    objective=objective)
 
 
 def test_tiny_dapo_run_changes_every_trainable_parameter_and_writes_per_task_coverage(
@@ -43,21 +44,20 @@ def test_tiny_dapo_run_changes_every_trainable_parameter_and_writes_per_task_cov
 
 
 def test_killed_run_resumes_to_the_straight_runs_step_data_position_and_weights(
-        sft_xs, rl_tasks, eval_tasks, sim, tmp_path, monkeypatch):
+        sft_xs, rl_tasks, eval_tasks, sim, tmp_path):
     straight = run(sft_xs, tmp_path / "straight", steps=3, rl_tasks=rl_tasks, eval_tasks=eval_tasks[:1], sim=sim)
 
-    real_collect, calls = rl_run.collect, []
+    calls = []
 
     def dies_on_the_third_rollout(*a, **k):
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("killed")
-        return real_collect(*a, **k)
+        return collect(*a, **k)
 
-    monkeypatch.setattr(rl_run, "collect", dies_on_the_third_rollout)
     with pytest.raises(RuntimeError, match="killed"):
-        run(sft_xs, tmp_path / "killed", steps=3, rl_tasks=rl_tasks, eval_tasks=eval_tasks[:1], sim=sim)
-    monkeypatch.setattr(rl_run, "collect", real_collect)
+        run(sft_xs, tmp_path / "killed", steps=3, rl_tasks=rl_tasks, eval_tasks=eval_tasks[:1], sim=sim,
+            objective=Objective(collect=dies_on_the_third_rollout))
     assert (tmp_path / "killed/ckpt/last.ckpt").exists() and not (tmp_path / "killed/hf").exists()
     resumed = run(sft_xs, tmp_path / "killed", steps=3, rl_tasks=rl_tasks, eval_tasks=eval_tasks[:1], sim=sim)
 
