@@ -76,7 +76,9 @@ def drop_probabilities(tau: torch.Tensor, density: float, epsilon: float) -> tor
     """DELLA's per-entry drop probability, ranked by magnitude within each row (last dim)."""
     rows = tau.reshape(-1, tau.shape[-1]) if tau.dim() else tau.reshape(1, 1)
     n = rows.shape[-1]
-    rank = rows.abs().argsort(dim=-1, descending=True).argsort(dim=-1).float()  # 0 = largest
+    order = rows.abs().argsort(dim=-1, descending=True)
+    rank = torch.empty_like(rows, dtype=torch.float32)  # 0 = largest; one sort plus a scatter, not two sorts
+    rank.scatter_(-1, order, torch.arange(n, dtype=torch.float32).expand_as(rank).contiguous())
     step = rank / (n - 1) if n > 1 else torch.zeros_like(rank)
     p = (1 - density) - epsilon / 2 + epsilon * step
     return p.clamp(0.0, 1.0 - 1e-6).reshape(tau.shape)
