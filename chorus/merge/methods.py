@@ -12,13 +12,13 @@ import torch
 
 def soup(experts, base=None, weights=None, **_):
     """Model soup (Wortsman et al. 2022): the (weighted) average of the weights."""
-    w = _weights(weights, len(experts))
+    w = merge_weights(weights, len(experts))
     return sum(wi * e.float() for wi, e in zip(w, experts)) / sum(w)
 
 
 def task_arithmetic(experts, base, weights=None, lam: float = 1.0, **_):
     """Task arithmetic (Ilharco et al. 2023): base + lam * sum_i w_i tau_i."""
-    w = _weights(weights, len(experts))
+    w = merge_weights(weights, len(experts))
     b = base.float()
     return b + lam * sum(wi * (e.float() - b) for wi, e in zip(w, experts))
 
@@ -30,7 +30,7 @@ def ties(experts, base, weights=None, density: float = 0.2, lam: float = 1.0, th
     `thresholds[i]` is expert i's magnitude cut for the whole tensor (see `trim_threshold`), so rows
     of a large tensor can be merged in blocks with the same result."""
     b = base.float()
-    w = _weights(weights, len(experts))
+    w = merge_weights(weights, len(experts))
     taus = []
     for i, e in enumerate(experts):
         tau = e.float() - b
@@ -42,9 +42,9 @@ def ties(experts, base, weights=None, density: float = 0.2, lam: float = 1.0, th
 def dare(experts, base, weights=None, density: float = 0.2, lam: float = 1.0, generator=None, **_):
     """DARE (Yu et al. 2024): drop each tau entry with p = 1 - density, rescale survivors by
     1/(1 - p), then add the weighted task vectors (task arithmetic)."""
-    _check_density(density)
+    check_density(density)
     b = base.float()
-    w = _weights(weights, len(experts))
+    w = merge_weights(weights, len(experts))
     merged = torch.zeros_like(b)
     for wi, e in zip(w, experts):
         tau = e.float() - b
@@ -60,9 +60,9 @@ def della(experts, base, weights=None, density: float = 0.2, epsilon: float = 0.
     MagPrune ranks each row's tau entries by magnitude and gives them drop probabilities spread
     evenly over [p - eps/2, p + eps/2] around p = 1 - density (largest magnitude: smallest drop);
     survivors are rescaled by 1/(1 - p_i). Then TIES's sign election and disjoint mean."""
-    _check_density(density)
+    check_density(density)
     b = base.float()
-    w = _weights(weights, len(experts))
+    w = merge_weights(weights, len(experts))
     taus = []
     for wi, e in zip(w, experts):
         tau = e.float() - b
@@ -86,7 +86,7 @@ def drop_probabilities(tau: torch.Tensor, density: float, epsilon: float) -> tor
 
 def trim_threshold(tau: torch.Tensor, density: float) -> float:
     """The magnitude of tau's k-th largest entry, k = ceil(density * n): TIES keeps entries >= it."""
-    _check_density(density)
+    check_density(density)
     flat = tau.float().abs().flatten()
     k = max(1, int(-(-density * flat.numel() // 1)))
     if k >= flat.numel():
@@ -103,7 +103,7 @@ def _disjoint_mean(taus, w):
     return torch.where(mass > 0, (stacked * agree).sum(0) / mass.clamp(min=1e-12), torch.zeros_like(sign))
 
 
-def _weights(weights, n: int) -> list[float]:
+def merge_weights(weights, n: int) -> list[float]:
     if weights is None:
         return [1.0] * n
     if len(weights) != n:
@@ -111,7 +111,7 @@ def _weights(weights, n: int) -> list[float]:
     return [float(x) for x in weights]
 
 
-def _check_density(density: float) -> None:
+def check_density(density: float) -> None:
     if not 0 < density <= 1:
         raise ValueError(f"density must be in (0, 1], got {density}")
 

@@ -12,7 +12,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .methods import MERGES, NEEDS_BASE, trim_threshold
+from .methods import MERGES, NEEDS_BASE, check_density, merge_weights, trim_threshold
 
 ARCH_KEYS = ("model_type", "architectures", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "num_key_value_heads", "intermediate_size", "vocab_size", "tie_word_embeddings")
@@ -84,10 +84,9 @@ def merge_checkpoints(method: str, experts: list[str | Path], out_dir: str | Pat
         raise ValueError(f"unknown merge {method!r}; choose one of {sorted(MERGES)}")
     if method in NEEDS_BASE and base is None:
         raise ValueError(f"{method} merges task vectors and needs a base checkpoint (the SFT init)")
-    if weights is not None and len(weights) != len(experts):
-        raise ValueError(f"{len(weights)} merge weights for {len(experts)} experts; give one weight per teacher")
-    if "density" in options and not 0 < options["density"] <= 1:
-        raise ValueError(f"density must be in (0, 1], got {options['density']}")
+    merge_weights(weights, len(experts))  # refuse bad arguments before reading any tensor
+    if "density" in options:
+        check_density(options["density"])
     cks = [Checkpoint(p) for p in experts]
     b = Checkpoint(base) if base is not None and method in NEEDS_BASE else None
     validate(cks + ([b] if b else []))

@@ -23,8 +23,7 @@ class OPDModule(RLModule):
             raise ValueError(f"unknown opd.divergence {divergence!r}; use one of {sorted(DIVERGENCES)}")
         self.mode, self.divergence, self.beta, self.teachers = mode, divergence, beta, teachers
 
-    def micro_loss(self, b, sl: slice, logits, logp, normalizer: float):
-        mask = b.completion_mask[sl].to(self.device)
+    def micro_loss(self, b, sl: slice, ids, attn, mask, logits, logp, normalizer: float):
         t_logp = b.teacher_logprobs[sl].to(self.device)
         stats = {"kl_sum": float(((logp.detach() - t_logp) * mask).sum())}
         if self.mode == "pg":
@@ -32,7 +31,6 @@ class OPDModule(RLModule):
             loss, st = clipped_pg_loss(logp, b.old_logprobs[sl].to(self.device), adv, mask, self.algo.eps_low,
                                        self.algo.eps_high, "token_mean", normalizer)
             return loss, {**st, **stats}
-        ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
         t_logits = torch.zeros_like(logits)
         names = b.teacher_of[sl]
         for name in dict.fromkeys(names):

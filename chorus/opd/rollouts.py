@@ -10,7 +10,7 @@ import torch
 
 from ..policy.models import load_model
 from ..rl.losses import token_logprobs
-from ..rl.rollouts import RolloutBatch, RolloutSpec, _pad, _row, sample_groups, sample_stats
+from ..rl.rollouts import RolloutBatch, RolloutSpec, pad_sequences, sample_groups, sample_stats
 from .routing import route
 from .teachers import Teacher, TeacherRewards
 
@@ -64,13 +64,12 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
         if r.teacher is None:
             continue
         for s in grp:
-            prompt_ids = tokenizer(s["prompt"], add_special_tokens=False)["input_ids"]
-            seqs.append((prompt_ids, s["gen"].token_ids, s["gen"].logprobs, 0.0))
-            rows.append({**_row(s, None, spec.fmt), "teacher": r.teacher})
+            seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, 0.0))
+            rows.append({**s["row"], "teacher": r.teacher})
             teacher_of.append(r.teacher)
-    ids, attn, comp, old, adv = _pad(seqs, tokenizer.pad_token_id)
+    ids, attn, comp, old, adv = pad_sequences(seqs, tokenizer.pad_token_id)
     t_logp = torch.zeros(ids.shape)
-    kl: dict[str, list[float]] = {}
+    kl: dict[str, float] = {}
     for name in order:  # one teacher at a time over the sequences routed to it
         idx = [i for i, t in enumerate(teacher_of) if t == name]
         if not idx:
@@ -82,11 +81,12 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
                 logits = model(input_ids=ids[part].to(device), attention_mask=attn[part].to(device)).logits
                 t_logp[part] = token_logprobs(logits, ids[part].to(device))[0].float().cpu()
         m = comp[idx].bool()
-        kl[name] = [float((old[idx] - t_logp[idx])[m].mean())] if m.any() else []
-    all_rows = [_row(s, None, spec.fmt) for grp in groups for s in grp]
+        if m.any():
+            kl[name] = float((old[idx] - t_logp[idx])[m].mean())
+    all_rows = [s["row"] for grp in groups for s in grp]
     routed = [d for d in decisions if d["teacher"]]
     stats = {**sample_stats(all_rows), **timing, "skip_fraction": 1 - len(routed) / max(1, len(decisions)),
              **{f"route_{n}": sum(d["teacher"] == n for d in decisions) for n in order},
-             **{f"kl_{n}": v[0] for n, v in kl.items() if v}, "samples_trained": len(rows)}
+             **{f"kl_{n}": v for n, v in kl.items()}, "samples_trained": len(rows)}
     return OPDBatch(ids, attn, comp, old, adv, rows=rows, stats=stats, teacher_logprobs=t_logp,
                     teacher_of=teacher_of, decisions=decisions)

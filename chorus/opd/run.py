@@ -57,7 +57,7 @@ def train_opd(student: str, out_dir: str | Path, teachers: list[Teacher], opd: d
     models = TeacherModels(teachers, keep_in_memory=opd["teachers_in_memory"] or opd["mode"] == "direct",
                            dtype=dtype)
     order = [t.name for t in teachers]
-    collect = functools.partial(_collect, rewards=rewards, teachers=models, order=order, margin=opd["margin"],
+    collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd["margin"],
                                 micro_batch=rl["micro_batch"])
     module = functools.partial(OPDModule, mode=opd["mode"], divergence=opd["divergence"], beta=opd["beta"],
                                teachers=models)
@@ -66,10 +66,6 @@ def train_opd(student: str, out_dir: str | Path, teachers: list[Teacher], opd: d
     return train_rl(student, out, algo, rl, tasks, eval_tasks, fmt, sim, trainer, workers=workers, seed=seed,
                     dtype=dtype, meta={**(meta or {}), "teachers": order},
                     objective=Objective(collect=collect, module=module, log_batch=log_decisions))
-
-
-def _collect(draw, engine, tokenizer, pool, spec, prompts_per_step, seed=0, **kw):
-    return collect_opd(draw, engine, tokenizer, pool, spec, prompts_per_step, seed=seed, **kw)
 
 
 def resolve_student(choice: str, teachers: list[Teacher], runs_dir: str | Path, out: Path,

@@ -11,7 +11,7 @@ import lightning as L
 import torch
 
 from .algos import RLAlgo
-from .losses import clipped_pg_loss, step_normalizer, token_logprobs
+from .losses import clipped_pg_loss, k3_kl, step_normalizer, token_logprobs
 from .rollouts import RolloutBatch
 
 
@@ -76,7 +76,7 @@ class RLModule(L.LightningModule):
             mask = b.completion_mask[sl].to(self.device)
             logits = self.model(input_ids=ids, attention_mask=attn).logits
             logp, entropy = token_logprobs(logits, ids, self.temperature, with_entropy=True)
-            loss, st = self.micro_loss(b, sl, logits, logp, normalizer)
+            loss, st = self.micro_loss(b, sl, ids, attn, mask, logits, logp, normalizer)
             self.manual_backward(loss)
             n = float(mask.sum())
             sums["loss"] += float(loss.detach())
@@ -87,17 +87,16 @@ class RLModule(L.LightningModule):
         return {"loss": sums["loss"], **{k: sums[k] / tokens for k in ("clip_frac_low", "clip_frac_high", "entropy",
                                                                        "kl")}}
 
-    def micro_loss(self, b: RolloutBatch, sl: slice, logits, logp, normalizer: float) -> tuple[torch.Tensor, dict]:
-        """The policy-gradient loss of one micro-batch (subclasses swap in other objectives)."""
-        ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
-        mask, old = b.completion_mask[sl].to(self.device), b.old_logprobs[sl].to(self.device)
+    def micro_loss(self, b: RolloutBatch, sl: slice, ids, attn, mask, logits, logp,
+                   normalizer: float) -> tuple[torch.Tensor, dict]:
+        """The policy-gradient loss of one micro-batch (subclasses swap in other objectives). `ids`,
+        `attn` and `mask` are the slice's tensors already on the device."""
         ref = self._ref_logprobs(ids, attn) if self.algo.needs_reference else None
-        loss, st = clipped_pg_loss(logp, old, b.advantages[sl].to(self.device), mask, self.algo.eps_low,
-                                   self.algo.eps_high, self.algo.aggregation, normalizer, self.max_new_tokens, ref,
-                                   self.algo.kl_coef)
+        loss, st = clipped_pg_loss(logp, b.old_logprobs[sl].to(self.device), b.advantages[sl].to(self.device), mask,
+                                   self.algo.eps_low, self.algo.eps_high, self.algo.aggregation, normalizer,
+                                   self.max_new_tokens, ref, self.algo.kl_coef)
         if ref is not None:
-            d = ref - logp.detach()
-            st["kl_sum"] = float(((d.exp() - d - 1) * mask).sum())
+            st["kl_sum"] = float((k3_kl(logp.detach(), ref) * mask).sum())
         return loss, st
 
     @torch.no_grad()

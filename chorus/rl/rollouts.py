@@ -64,13 +64,16 @@ def sample_groups(tasks, engine, tokenizer, pool, spec: RolloutSpec, seed: int) 
     t0 = time.monotonic()
     groups = []
     for t, p, group, futs in pending:
+        prompt_ids = tokenizer(p.text, add_special_tokens=False)["input_ids"]  # once per task, shared by its group
         samples = []
         for g, f in zip(group, futs):
             r = f.result()
             value = reward(r.status, r.overall, r.passed(t.target), spec.rewards)
             if value is not None and spec.algo.overlong_buffer:
                 value += overlong_penalty(len(g.token_ids), spec.params.max_new_tokens, spec.algo.overlong_buffer)
-            samples.append({"task": t, "prompt": p.text, "gen": g, "result": r, "reward": value})
+            s = {"task": t, "prompt_ids": prompt_ids, "gen": g, "result": r, "reward": value}
+            s["row"] = _row(s, spec.fmt)
+            samples.append(s)
         groups.append(samples)
     return groups, {"generation_s": t_gen, "simulation_s": time.monotonic() - t0}
 
@@ -103,22 +106,22 @@ def collect(draw: Callable[[int], list], engine, tokenizer, pool, spec: RolloutS
     rows, seqs = [], []
     for grp in groups:
         for s, a in zip(grp, ADVANTAGES[algo.advantage]([s["reward"] for s in grp])):
-            prompt_ids = tokenizer(s["prompt"], add_special_tokens=False)["input_ids"]
-            seqs.append((prompt_ids, s["gen"].token_ids, s["gen"].logprobs, a))
-            rows.append(_row(s, a, spec.fmt))
-    sampled = [_row(s, None, spec.fmt) for grp in seen for s in grp]  # stats describe every sample drawn
+            seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, a))
+            rows.append({**s["row"], "advantage": a})
+    sampled = [s["row"] for grp in seen for s in grp]  # stats describe every sample drawn
     stats = {**sample_stats(sampled), "zero_std_fraction": ds["zero_std_fraction"], "refills": ds["refills"],
              "groups_kept": len(groups), "samples_trained": len(rows), **timing}
-    return RolloutBatch(*_pad(seqs, tokenizer.pad_token_id), rows=rows, stats=stats)
+    return RolloutBatch(*pad_sequences(seqs, tokenizer.pad_token_id), rows=rows, stats=stats)
 
 
 def _zero_std_fraction(groups, threshold: float) -> float:
     return sum(reward_std([s["reward"] for s in g]) <= threshold for g in groups) / max(1, len(groups))
 
 
-def _row(s: dict, advantage: float | None, fmt: str) -> dict:
+def _row(s: dict, fmt: str) -> dict:
+    """The rollout-table row of one sample (its advantage is added once it is known)."""
     r, g = s["result"], s["gen"]
-    return {"task_id": s["task"].id, "reward": s["reward"], "advantage": advantage, "status": r.status,
+    return {"task_id": s["task"].id, "reward": s["reward"], "advantage": None, "status": r.status,
             "overall": r.overall, "passed": r.passed(s["task"].target), "completion_tokens": len(g.token_ids),
             "finish_reason": g.finish_reason, "parse_status": parse_completion(g.text, fmt).status, "text": g.text}
 
@@ -136,7 +139,8 @@ def sample_stats(rows: list[dict]) -> dict:
             "distinct_ratio": len(set(texts)) / n, "samples": len(rows)}
 
 
-def _pad(seqs, pad_id: int):
+def pad_sequences(seqs, pad_id: int):
+    """(prompt ids, completion ids, completion log-probs, advantage) per sample -> right-padded tensors."""
     width = max((len(p) + len(c) for p, c, _, _ in seqs), default=1)
     n = len(seqs)
     ids = torch.full((n, width), pad_id, dtype=torch.long)

@@ -30,10 +30,14 @@ def stage_checkpoint(runs_dir: str | Path, name: str) -> Path:
     return ckpt
 
 
+def check_stage(name: str) -> None:
+    if name not in STAGES:
+        raise ValueError(f"unknown sft_stage {name!r}; choose one of {list(STAGES)}")
+
+
 def stage_init_checkpoint(stage: dict, runs_dir: str | Path) -> str:
     """The checkpoint a job downstream of a stage starts from: the external one, else the trained one."""
-    if stage["name"] not in STAGES:
-        raise ValueError(f"unknown sft_stage {stage['name']!r}; choose one of {list(STAGES)}")
+    check_stage(stage["name"])
     if stage.get("checkpoint"):
         return resolve_path("hf", stage["checkpoint"])
     return str(stage_checkpoint(runs_dir, stage["name"]))
@@ -64,8 +68,7 @@ def current_coverage(init: str, tasks, fmt: str, sim: SimConfig, workers: int | 
 def run_stage(stage: dict, model: dict, fmt: str, sim: SimConfig, runs_dir: str | Path, seed: int = 0,
               workers: int | None = None) -> dict:
     name = stage["name"]
-    if name not in STAGES:
-        raise ValueError(f"unknown sft_stage {name!r}; choose one of {list(STAGES)}")
+    check_stage(name)
     out = stage_dir(runs_dir, name)
     if stage.get("checkpoint"):
         info = {"stage": name, "checkpoint": resolve_path("hf", stage["checkpoint"]), "external": True}
