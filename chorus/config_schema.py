@@ -116,6 +116,7 @@ class SFTStageConf:
     max_tokens: int = 4096
     max_new_tokens: int = 256
     max_prompt_tokens: int = 3072  # prompts are shortened (RTL, then spec) to this, as at generation time
+    evaluate: bool = True  # score the stage checkpoint on rl.eval_tasks like an expert (per_task + summary)
 
 
 @dataclass
@@ -213,6 +214,29 @@ class TeacherPoolConf:
 
 
 @dataclass
+class LoggerConf:
+    name: str = "wandb"  # wandb | none
+    project: str = "chorus"
+    entity: Optional[str] = None
+    mode: str = "offline"  # offline | online (needs an API key) | disabled
+    group: Optional[str] = None
+    tags: List[str] = field(default_factory=list)
+
+
+@dataclass
+class AnalyzeConf:
+    runs: str = "runs"  # a glob of run dirs, or a folder searched for run dirs
+    wandb: Optional[str] = None  # entity/project: read the runs from W&B instead (online)
+    out: Optional[str] = None  # plots and table.md; null = the Hydra run dir
+    experts: Optional[List[str]] = None  # run labels forming the oracle union; null = the job=rl runs
+    min_rate: float = 0.5  # a task is solved by a run when it passes in at least this share of samples
+    k: int = 5  # pass@k column (when every task has k samples)
+    bootstrap: int = 1000  # resamples over tasks for the confidence intervals
+    alpha: float = 0.05
+    seed: int = 0
+
+
+@dataclass
 class TrainConf:
     sft_stage: Any = None
     rl_algo: Any = None
@@ -222,9 +246,11 @@ class TrainConf:
     model: Any = None
     format: Any = None
     simulator: Any = None
+    logger: Any = None
     rl: RLConf = field(default_factory=RLConf)
     job: str = "auto"  # auto = consolidate when consolidation != none, else sft
     runs_dir: str = "runs"
+    run_tag: str = ""  # appended to rl and consolidation run dirs (<pool>-<tag>), e.g. one per sweep run
     seed: int = 0
 
 
@@ -236,6 +262,7 @@ class EvaluateConf:
     model: Any = None
     protocol: Any = None
     simulator: Any = None
+    logger: Any = None
     n_samples: int = 1
     progress: bool = True
 
@@ -244,6 +271,8 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="evaluate_schema", node=EvaluateConf)
     cs.store(name="train_schema", node=TrainConf)
+    cs.store(name="analyze_schema", node=AnalyzeConf)
+    cs.store(group="logger", name="logger_schema", node=LoggerConf)
     cs.store(group="sft_stage", name="sft_stage_schema", node=SFTStageConf)
     cs.store(group="rl_algo", name="rl_algo_schema", node=RLAlgoConf)
     cs.store(group="trainer", name="trainer_schema", node=TrainerConf)

@@ -3,7 +3,8 @@
     [n_samples=N] [hydra.run.dir=OUT]
 
 Scores each task's stimulus in the simulator and writes OUT/per_task.jsonl,
-OUT/per_task.parquet and OUT/summary.json.
+OUT/per_task.parquet and OUT/summary.json (with the run's metadata); logger=wandb (default, offline)
+also leaves a W&B copy in OUT/wandb/.
 """
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from .scoring import score_completions
 from .sim.config import sim_config
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError, load_tasks
+from .tracking.record import model_name, run_metadata
 from .tracking.run_dir import write_run
 from .tracking.summary import summarize
+from .tracking.wandb_mirror import open_mirror
 
 register_configs()
 
@@ -46,7 +49,9 @@ def run(cfg: dict, out_dir: Path) -> dict:
         rows = score_completions(tasks, completions, sim, fmt, fmt_options, workers, progress=cfg["progress"])
     else:
         raise ValueError(f"unknown policy {name!r}; choose one of {sorted([*STATIC_POLICIES, 'model'])}")
-    summary = {**summarize(rows), "format": fmt, "policy": name}
+    model = model_name(cfg["model"]) if name == "model" else None
+    summary = {**summarize(rows), "format": fmt, "policy": name, "tasks": cfg["tasks"]["name"],
+               **run_metadata("evaluate", model, policy.get("seed"))}
     write_run(out_dir, rows, summary)
     return summary
 
@@ -85,8 +90,11 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
 @hydra.main(config_path=str(CONF_DIR), config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
+    c = OmegaConf.to_container(cfg, resolve=True)
     try:
-        summary = run(OmegaConf.to_container(cfg, resolve=True), out_dir)
+        with open_mirror(c["logger"], c, out_dir, name=f"evaluate/{out_dir.name}", job_type="evaluate") as mirror:
+            summary = run(c, out_dir)
+            mirror.log_result(out_dir)
     except (TaskFormatError, ValueError, OSError) as exc:  # ModelLoadError and PromptTooLong are ValueErrors
         print(f"chorus.evaluate: error: {exc}", file=sys.stderr)
         sys.exit(2)

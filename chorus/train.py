@@ -5,6 +5,8 @@ job=sft trains (or registers) one SFT stage; its Hugging Face checkpoint lands i
 <runs_dir>/sft/<stage>/hf, where the next stage and the RL jobs find it.
 job=rl turns a stage checkpoint into an expert in <runs_dir>/rl/<rl_algo>/<stage>/ (hf/ + per-task
 held-out table); it resumes from that dir's last checkpoint unless rl.resume=false.
+Every run dir also holds .hydra/ (the composed config) and, with logger=wandb (the default,
+offline unless WANDB_MODE=online and an API key), a W&B copy under wandb/.
 consolidation=<method> teacher_pool=<pool> merges the pool's experts or distils them (opd) into
 <runs_dir>/consolidation/<method>/<pool>/, evaluated on the held-out tasks.
 """
@@ -15,23 +17,37 @@ import sys
 from pathlib import Path
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from .config_schema import CONF_DIR, register_configs
 from .sim.config import sim_config
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError
+from .tracking.record import copy_hydra_config, model_name, run_metadata
+from .tracking.wandb_mirror import open_mirror
 
 register_configs()
 
 
-def sft(c: dict, fmt: str, sim, workers) -> dict:
+def sft(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
+    from .policy.engines import SamplingParams
+    from .rl.run import evaluate_checkpoint
     from .sft.stages import run_stage
 
-    return run_stage(c["sft_stage"], c["model"], fmt, sim, c["runs_dir"], seed=c["seed"], workers=workers)
+    stage, r = c["sft_stage"], c["rl"]
+    info = run_stage(stage, c["model"], fmt, sim, c["runs_dir"], seed=c["seed"], workers=workers,
+                     on_step=mirror.log_step)
+    if stage["evaluate"]:  # the stage on the experts' held-out tasks, so stages and experts compare
+        params = SamplingParams(max_new_tokens=r["max_new_tokens"], temperature=r["temperature"], seed=c["seed"] + 1)
+        summary = evaluate_checkpoint(info["checkpoint"], rl_task_sets(r, only="eval_tasks")[0], fmt,
+                                      r["eval_samples"], params, sim, out, workers, r["max_prompt_tokens"],
+                                      meta={**metadata(c, "sft"), **info}, dtype=c["model"]["dtype"])
+        info.update(pass_rate=summary["pass_rate"], mean_overall=summary["mean_overall"])
+    return info
 
 
-def rl(c: dict, fmt: str, sim, workers) -> dict:
+def rl(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
     from .rl.algos import get_algo
     from .rl.run import train_rl
     from .sft.stages import stage_init_checkpoint
@@ -40,13 +56,11 @@ def rl(c: dict, fmt: str, sim, workers) -> dict:
     algo = get_algo(algo_cfg.pop("name"), **algo_cfg)
     init = stage_init_checkpoint(stage, c["runs_dir"])
     tasks, eval_tasks = rl_task_sets(c["rl"])
-    out = Path(c["runs_dir"]) / "rl" / algo.name / stage["name"]
-    meta = {"job": "rl", "sft_stage": stage["name"], "rl_algo": algo.name, "seed": c["seed"]}
     return train_rl(init, out, algo, c["rl"], tasks, eval_tasks, fmt, sim, c["trainer"], workers=workers,
-                    seed=c["seed"], dtype=c["model"]["dtype"], meta=meta)
+                    seed=c["seed"], dtype=c["model"]["dtype"], meta=metadata(c, "rl"), log_step=mirror.log_step)
 
 
-def consolidate(c: dict, fmt: str, sim, workers) -> dict:
+def consolidate(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
     from .merge.methods import MERGES
     from .merge.run import merge_and_evaluate
     from .opd.run import resolve_student, train_opd
@@ -57,9 +71,8 @@ def consolidate(c: dict, fmt: str, sim, workers) -> dict:
     method = cons["name"]
     teachers = [Teacher(**t) for t in pool["teachers"]]
     check_teachers(teachers)
-    out = Path(c["runs_dir"]) / "consolidation" / method / pool["name"]
     tasks, eval_tasks = rl_task_sets(r)
-    meta = {"job": "consolidation", "consolidation": method, "teacher_pool": pool["name"], "seed": c["seed"]}
+    meta = metadata(c, "consolidation")
     params = SamplingParams(max_new_tokens=r["max_new_tokens"], temperature=r["temperature"], seed=c["seed"] + 1)
     if method in MERGES:
         options = {"weights": cons["weights"], "seed": cons["seed"]}
@@ -70,7 +83,7 @@ def consolidate(c: dict, fmt: str, sim, workers) -> dict:
         raise ValueError(f"unknown consolidation {method!r}; choose one of {sorted([*MERGES, 'opd'])}")
     student = resolve_student(cons["student"], teachers, c["runs_dir"], out, cons["weights"])
     return train_opd(student, out, teachers, cons, r, tasks, eval_tasks, fmt, sim, c["trainer"], pool["missing"],
-                     pool["online_samples"], workers, c["seed"], c["model"]["dtype"], meta)
+                     pool["online_samples"], workers, c["seed"], c["model"]["dtype"], meta, log_step=mirror.log_step)
 
 
 MERGE_OPTIONS = {"task_arithmetic": ("lam",), "ties": ("density", "lam"), "dare": ("density", "lam"),
@@ -83,17 +96,36 @@ def auto_job(c: dict) -> str:
     return "consolidation" if c["consolidation"]["name"] != "none" else "sft"
 
 
-def rl_task_sets(r: dict) -> tuple[list, list]:
-    """The training and held-out tasks of an on-policy job; neither may be empty."""
+def run_dir(c: dict, job: str) -> Path:
+    """Where a job writes: <runs_dir>/sft/<stage>, rl/<algo>/<stage>[-tag], consolidation/<method>/<pool>[-tag]."""
+    tag = f"-{c['run_tag']}" if c["run_tag"] else ""
+    if job == "sft":
+        return Path(c["runs_dir"]) / "sft" / c["sft_stage"]["name"]
+    if job == "rl":
+        return Path(c["runs_dir"]) / "rl" / c["rl_algo"]["name"] / (c["sft_stage"]["name"] + tag)
+    return Path(c["runs_dir"]) / "consolidation" / c["consolidation"]["name"] / (c["teacher_pool"]["name"] + tag)
+
+
+def metadata(c: dict, job: str) -> dict:
+    """summary.json's run metadata: only the groups that shaped this job are named."""
+    return run_metadata(job, model_name(c["model"]), c["seed"],
+                        sft_stage=c["sft_stage"]["name"] if job in ("sft", "rl") else None,
+                        rl_algo=c["rl_algo"]["name"] if job == "rl" else None,
+                        consolidation=c["consolidation"]["name"] if job == "consolidation" else None,
+                        teacher_pool=c["teacher_pool"]["name"] if job == "consolidation" else None)
+
+
+def rl_task_sets(r: dict, only: str | None = None) -> list[list]:
+    """The training and held-out tasks of an on-policy job (or just `only`); none may be empty."""
     from .tasks import load_tasks
 
     sets = []
-    for key in ("tasks", "eval_tasks"):
+    for key in [only] if only else ["tasks", "eval_tasks"]:
         chosen = load_tasks(**{k: v for k, v in r[key].items() if v is not None})
         if not chosen:
             raise ValueError(f"rl.{key} selects no tasks; check its split, per_family, families and difficulty")
         sets.append(chosen)
-    return sets[0], sets[1]
+    return sets
 
 
 JOBS = {"sft": sft, "rl": rl, "consolidation": consolidate}
@@ -110,7 +142,12 @@ def main(cfg: DictConfig) -> None:
         fmt = fmt_options.pop("name")
         get_format(fmt)
         sim, workers = sim_config(c["simulator"])
-        info = JOBS[job](c, fmt, sim, workers)
+        out = run_dir(c, job)
+        out.mkdir(parents=True, exist_ok=True)
+        copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
+        with open_mirror(c["logger"], c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job) as mirror:
+            info = JOBS[job](c, out, fmt, sim, workers, mirror)
+            mirror.log_result(out)
     except (TaskFormatError, ValueError, OSError) as exc:
         print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

@@ -44,7 +44,8 @@ def log_decisions(out: Path, step: int, batch) -> None:
 
 def train_opd(student: str, out_dir: str | Path, teachers: list[Teacher], opd: dict, rl: dict, tasks, eval_tasks,
               fmt: str, sim: SimConfig, trainer: dict, missing: str = "error", online_samples: int = 4,
-              workers: int | None = None, seed: int = 0, dtype: str = "float32", meta: dict | None = None) -> dict:
+              workers: int | None = None, seed: int = 0, dtype: str = "float32", meta: dict | None = None,
+              log_step=None) -> dict:
     """Distil the teachers into `student` on its own samples, task by task where a teacher wins."""
     check_teachers(teachers)
     out = Path(out_dir)
@@ -65,7 +66,7 @@ def train_opd(student: str, out_dir: str | Path, teachers: list[Teacher], opd: d
     algo = RLAlgo("opd", "dr_grpo", "token_mean", eps_low=0.2, eps_high=0.28)
     return train_rl(student, out, algo, rl, tasks, eval_tasks, fmt, sim, trainer, workers=workers, seed=seed,
                     dtype=dtype, meta={**(meta or {}), "teachers": order},
-                    objective=Objective(collect=collect, module=module, log_batch=log_decisions))
+                    objective=Objective(collect=collect, module=module, log_batch=log_decisions), log_step=log_step)
 
 
 def resolve_student(choice: str, teachers: list[Teacher], runs_dir: str | Path, out: Path,

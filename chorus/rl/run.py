@@ -80,6 +80,18 @@ def evaluate_policy(engine, tokenizer, tasks, fmt: str, n_samples: int, params: 
     return summary
 
 
+def evaluate_checkpoint(checkpoint: str, tasks, fmt: str, n_samples: int, params: SamplingParams, sim: SimConfig,
+                        out_dir: Path, workers: int | None = None, max_prompt_tokens: int = 3072,
+                        meta: dict | None = None, dtype: str = "float32") -> dict:
+    """Score a saved checkpoint on held-out tasks into out_dir (per_task + summary.json with `meta`)."""
+    model, tok = load_model("hf", path=str(checkpoint), dtype=dtype)
+    summary = evaluate_policy(make_engine("hf", model, tok), tok, tasks, fmt, n_samples, params, sim, out_dir,
+                              workers, max_prompt_tokens)
+    summary.update({**(meta or {}), "checkpoint": str(checkpoint)})
+    (Path(out_dir) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
 @dataclass
 class Objective:
     """What a policy-training run optimises: how a step's batch is collected, which module updates
@@ -91,9 +103,10 @@ class Objective:
 
 def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval_tasks, fmt: str, sim: SimConfig,
              trainer: dict, workers: int | None = None, seed: int = 0, dtype: str = "float32",
-             meta: dict | None = None, objective: Objective = Objective()) -> dict:
+             meta: dict | None = None, objective: Objective = Objective(),
+             log_step: Callable[[int, dict], None] | None = None) -> dict:
     """RL (or another on-policy objective) from `init` for rl['steps'] rollout iterations; resumes
-    from out_dir/ckpt/last.ckpt if asked."""
+    from out_dir/ckpt/last.ckpt if asked. `log_step(step, scalars)` also receives each step's scalars."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lora = rl.get("lora") if (rl.get("lora") or {}).get("r", 0) > 0 else None
@@ -141,6 +154,8 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
                     f.write(json.dumps({"step": step, **r}) + "\n")
             if objective.log_batch:
                 objective.log_batch(out, step, batch)
+            if log_step:
+                log_step(step, stats)
             if rl["eval_every"] and step % rl["eval_every"] == 0 and step < rl["steps"]:
                 model.eval()
                 evaluate_policy(engine, tok, eval_tasks, fmt, rl["eval_samples"], eval_params, sim,

@@ -14,12 +14,13 @@ log = logging.getLogger("chorus.sft")
 
 class SFTModule(L.LightningModule):
     def __init__(self, model, lr: float = 1e-3, weight_decay: float = 0.0, warmup_steps: int = 10,
-                 total_steps: int = 100):
+                 total_steps: int = 100, on_step=None):
         super().__init__()
         self.model = model
         self.lr, self.weight_decay = lr, weight_decay
         self.warmup_steps, self.total_steps = warmup_steps, max(total_steps, 1)
         self.losses: list[float] = []
+        self.on_step = on_step  # (step, scalars) -> None, e.g. a W&B mirror
 
     def training_step(self, batch, batch_idx):
         logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
@@ -28,6 +29,8 @@ class SFTModule(L.LightningModule):
         if self.global_step % 20 == 0 or self.global_step + 1 == self.total_steps:
             log.info("sft step %d/%d loss %.4f", self.global_step + 1, self.total_steps, self.losses[-1])
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["input_ids"].size(0))
+        if self.on_step:
+            self.on_step(self.global_step + 1, {"loss": self.losses[-1], "lr": self.lr_schedulers().get_last_lr()[0]})
         return loss
 
     def configure_optimizers(self):

@@ -16,7 +16,7 @@ from .module import SFTModule
 
 def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: int = 100, batch_size: int = 4,
               lr: float = 1e-3, max_tokens: int = 4096, seed: int = 0, warmup_steps: int = 10,
-              grad_clip: float = 1.0, threads: int | None = None, accelerator: str = "cpu") -> dict:
+              grad_clip: float = 1.0, threads: int | None = None, accelerator: str = "cpu", on_step=None) -> dict:
     """Fine-tune the checkpoint at `init` for `steps` optimizer steps; returns losses and the export path."""
     L.seed_everything(seed, workers=True, verbose=False)
     if threads:  # default: torch's own choice, which OMP_NUM_THREADS sets
@@ -29,7 +29,7 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
     random.Random(seed).shuffle(rows)
     loader = DataLoader(rows, batch_size=batch_size, shuffle=True, collate_fn=Collator(tok.pad_token_id),
                         generator=torch.Generator().manual_seed(seed))
-    module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps)
+    module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps, on_step=on_step)
     trainer = L.Trainer(max_steps=steps, accelerator=accelerator, devices=1, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                         gradient_clip_val=grad_clip, default_root_dir=str(out_dir))

@@ -66,7 +66,7 @@ def current_coverage(init: str, tasks, fmt: str, sim: SimConfig, workers: int | 
 
 
 def run_stage(stage: dict, model: dict, fmt: str, sim: SimConfig, runs_dir: str | Path, seed: int = 0,
-              workers: int | None = None) -> dict:
+              workers: int | None = None, on_step=None) -> dict:
     name = stage["name"]
     check_stage(name)
     out = stage_dir(runs_dir, name)
@@ -86,7 +86,7 @@ def run_stage(stage: dict, model: dict, fmt: str, sim: SimConfig, runs_dir: str 
                                                 stage["max_prompt_tokens"]))
         examples = prioritised_sample(examples, weights, k=stage["steps"] * stage["batch_size"], seed=seed)
     result = train_sft(init, examples, out, steps=stage["steps"], batch_size=stage["batch_size"], lr=stage["lr"],
-                       max_tokens=stage["max_tokens"], seed=seed, warmup_steps=stage["warmup_steps"])
+                       max_tokens=stage["max_tokens"], seed=seed, warmup_steps=stage["warmup_steps"], on_step=on_step)
     info = {"stage": name, "init": init, "checkpoint": result["checkpoint"], "examples": result["examples"],
             "first_loss": result["losses"][0], "last_loss": result["losses"][-1], "external": False}
     (out / "stage.json").write_text(json.dumps(info, indent=2))

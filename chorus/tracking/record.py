@@ -1,0 +1,46 @@
+"""What a run dir records about the run itself: its metadata and the composed Hydra config."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+META_KEYS = ("job", "sft_stage", "rl_algo", "consolidation", "teacher_pool", "model", "seed", "git_revision")
+
+
+def git_revision(where: str | Path = Path(__file__).parent) -> str | None:
+    """HEAD of the checkout chorus runs from, with '+dirty' when tracked files differ; None outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def model_name(model: dict) -> str:
+    """A short name for the configured base model: tiny-<size>, or the path / hub id it loads."""
+    if model.get("path"):
+        return str(model["path"])
+    if model.get("name") == "tiny":
+        return f"tiny-{model.get('size')}"
+    return str(model.get("name"))
+
+
+def run_metadata(job: str, model: str | None, seed: int | None, sft_stage: str | None = None,
+                 rl_algo: str | None = None, consolidation: str | None = None,
+                 teacher_pool: str | None = None) -> dict:
+    """The keys every summary.json carries, so that readers can group runs without parsing paths."""
+    return {"job": job, "sft_stage": sft_stage, "rl_algo": rl_algo, "consolidation": consolidation,
+            "teacher_pool": teacher_pool, "model": model, "seed": seed, "git_revision": git_revision()}
+
+
+def copy_hydra_config(hydra_output_dir: str | Path, run_dir: str | Path) -> None:
+    """Put the invocation's .hydra/ (config, overrides) next to the results it produced."""
+    src = Path(hydra_output_dir) / ".hydra"
+    dst = Path(run_dir) / ".hydra"
+    if src.is_dir() and src.resolve() != dst.resolve():
+        shutil.copytree(src, dst, dirs_exist_ok=True)
