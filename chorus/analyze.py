@@ -1,0 +1,46 @@
+"""python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project]
+
+Loads the per-task tables of every run the glob finds (or a W&B project's runs), prints the
+CHORUS-style table as markdown and writes table.md, table.csv and the PNG plots into `out`.
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from .config_schema import CONF_DIR, register_configs
+
+register_configs()
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="analyze", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from .analysis.report import analyze_runs
+    from .tracking.runs import load_runs, load_wandb_runs
+
+    c = OmegaConf.to_container(cfg, resolve=True)
+    out = Path(c["out"] or HydraConfig.get().runtime.output_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=FutureWarning)
+        warnings.simplefilter("always", category=UserWarning)
+        warnings.showwarning = lambda msg, *a, **k: print(f"chorus.analyze: warning: {msg}", file=sys.stderr)
+        try:
+            runs = load_wandb_runs(c["wandb"]) if c["wandb"] else load_runs(c["runs"])
+            for path, why in runs.skipped:
+                print(f"chorus.analyze: skipped {path}: {why}", file=sys.stderr)
+            result = analyze_runs(runs, out, c["experts"], k=c["k"], min_rate=c["min_rate"], n_boot=c["bootstrap"],
+                                  alpha=c["alpha"], seed=c["seed"])
+        except (ValueError, OSError) as exc:  # NoRunsError is a ValueError
+            print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+            sys.exit(2)
+    print(result["markdown"])
+    print(f"\n{len(runs.runs)} runs, {int(result['table']['n_tasks'].iloc[0])} common tasks -> {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Load the per-task tables of many runs into one tidy table: one row per run x task x sample.
+
+Local run dirs are found by glob; W&B runs are read through `wandb.Api` (online) into the same columns.
+"""
+from __future__ import annotations
+
+import glob
+import json
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+
+import pandas as pd
+
+from .record import META_KEYS
+from .run_dir import PARQUET, SUMMARY, TABLE, read_table
+
+MARKERS = (SUMMARY, PARQUET, TABLE, ".hydra")
+TASK_COLUMNS = ("task_id", "sample", "status", "overall", "passed", "target", "family", "difficulty", "source")
+
+
+class NoRunsError(ValueError):
+    pass
+
+
+@dataclass
+class RunSet:
+    table: pd.DataFrame  # run, task_id, sample, status, overall, coverage, passed, ... + run metadata
+    runs: pd.DataFrame  # one row per loaded run: run, path, metadata, n_tasks, n_samples
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (run path, why it was skipped)
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / m).exists() for m in MARKERS)
+
+
+def find_run_dirs(pattern: str) -> list[Path]:
+    """Run dirs matching a glob (`**` recurses); a matched folder that is not a run is searched below.
+    Run dirs nested in another found run (eval/step_N snapshots) belong to it and are left out."""
+    found: set[Path] = set()
+    for match in map(Path, glob.glob(pattern, recursive=True)):
+        if is_run_dir(match):
+            found.add(match)
+        elif match.is_dir():
+            found.update(p.parent for m in MARKERS for p in match.rglob(m) if is_run_dir(p.parent))
+    return sorted(p for p in found if not any(a in found for a in p.parents))
+
+
+def run_label(meta: dict, path: PurePath) -> str:
+    """dapo/stage0, sft/stage1, ties/three_experts, else the dir name."""
+    job = meta.get("job")
+    if job == "rl" and meta.get("rl_algo"):
+        return f"{meta['rl_algo']}/{path.name}"
+    if job == "consolidation" and meta.get("consolidation"):
+        return f"{meta['consolidation']}/{path.name}"
+    if job == "sft":
+        return f"sft/{path.name}"
+    return path.name
+
+
+def tidy(rows: pd.DataFrame, label: str, path: str, meta: dict) -> pd.DataFrame:
+    if "final" in rows:  # multi-round protocols: each sample's kept answer
+        rows = rows[rows["final"].fillna(True).astype(bool)]
+    df = rows[[c for c in TASK_COLUMNS if c in rows]].copy()
+    df["overall"] = pd.to_numeric(df["overall"], errors="coerce")
+    df["coverage"] = df["overall"].fillna(0.0)  # no coverage (compile error, ...) counts as 0, as a reward would
+    df["passed"] = df["passed"].fillna(False).astype(bool)
+    df.insert(0, "run", label)
+    df["path"] = path
+    for k in META_KEYS:
+        df[k] = meta.get(k)
+    return df
+
+
+def _assemble(loaded: list[tuple[str, str, dict, pd.DataFrame]], skipped: list, source: str) -> RunSet:
+    if not loaded:
+        detail = "; ".join(f"{p}: {why}" for p, why in skipped)
+        raise NoRunsError(f"no runs with per-task results in {source}" + (f" (skipped {detail})" if detail else "")
+                          + "; point runs= at dirs written by chorus.train or chorus.evaluate")
+    labels = [label for _, label, _, _ in loaded]
+    frames, runs = [], []
+    for path, label, meta, rows in loaded:
+        if labels.count(label) > 1:  # the same job in several runs dirs: tell them apart by seed, else path
+            same = [m.get("seed") for _, lb, m, _ in loaded if lb == label]
+            label = f"{label} (seed {meta.get('seed')})" if len(set(same)) == len(same) else path
+        df = tidy(rows, label, path, meta)
+        frames.append(df)
+        runs.append({"run": label, "path": path, **{k: meta.get(k) for k in META_KEYS},
+                     "n_tasks": df["task_id"].nunique(), "n_samples": len(df)})
+    return RunSet(pd.concat(frames, ignore_index=True), pd.DataFrame(runs), skipped)
+
+
+def load_runs(pattern: str) -> RunSet:
+    """Every run dir under `pattern`; runs without a readable, non-empty per-task table are skipped
+    and listed in RunSet.skipped."""
+    dirs = find_run_dirs(pattern)
+    if not dirs:
+        raise NoRunsError(f"runs={pattern!r} matches no run dirs (folders with {SUMMARY} or {PARQUET}); "
+                          "check the path, and quote the glob so the shell does not expand it")
+    loaded, skipped = [], []
+    for d in dirs:
+        meta = json.loads((d / SUMMARY).read_text()) if (d / SUMMARY).exists() else {}
+        if not ((d / PARQUET).exists() or (d / TABLE).exists()):
+            skipped.append((str(d), f"no {PARQUET} or {TABLE}"))
+            continue
+        try:
+            rows = read_table(d)
+        except (OSError, ValueError) as exc:
+            skipped.append((str(d), f"unreadable per-task table ({str(exc).splitlines()[0]})"))
+            continue
+        if rows.empty or "task_id" not in rows:
+            skipped.append((str(d), "per-task table is empty"))
+            continue
+        loaded.append((str(d), run_label(meta, d), meta, rows))
+    return _assemble(loaded, skipped, f"runs={pattern!r}")
+
+
+def wandb_per_task(run) -> pd.DataFrame | None:
+    """The per_task wandb.Table a chorus run logged, as a DataFrame."""
+    for art in run.logged_artifacts():
+        if art.type == "run_table" and "per_task" in art.name:
+            return art.get("per_task").get_dataframe()
+    return None
+
+
+def load_wandb_runs(project: str, filters: dict | None = None, api=None) -> RunSet:
+    """Runs of a W&B project ("entity/project") logged by chorus, in the columns load_runs gives."""
+    if api is None:
+        import wandb
+
+        api = wandb.Api()
+    loaded, skipped = [], []
+    for run in api.runs(project, filters=filters):
+        meta = {k: run.summary.get(k) for k in META_KEYS}
+        rows = wandb_per_task(run)
+        if rows is None or rows.empty:
+            skipped.append(("/".join(run.path), "no per_task table logged"))
+            continue
+        loaded.append(("/".join(run.path), run_label(meta, PurePath(run.name)), meta, rows))
+    return _assemble(loaded, skipped, f"W&B project {project!r}")
