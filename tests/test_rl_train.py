@@ -108,3 +108,11 @@ def test_train_cli_job_rl_writes_the_expert_where_the_next_issue_looks(sft_xs, t
     assert info["checkpoint"] == str(expert / "hf") and info["sft_stage"] == "stage1" and info["rl_algo"] == "dapo"
     assert (expert / "hf/config.json").exists() and len(pd.read_parquet(expert / "per_task.parquet")) == 1
     assert "step 1/1 reward" in p.stderr + p.stdout
+    # the run record: metadata, the composed config, and the default offline W&B copy with the step scalars
+    summary = json.loads((expert / "summary.json").read_text())
+    assert {k: summary[k] for k in ("job", "sft_stage", "rl_algo", "consolidation", "model", "seed")} == {
+        "job": "rl", "sft_stage": "stage1", "rl_algo": "dapo", "consolidation": None, "model": "tiny-s", "seed": 0}
+    assert summary["git_revision"] is None or len(summary["git_revision"]) >= 40
+    assert "rl_algo" in (expert / ".hydra/config.yaml").read_text()
+    (wandb_run,) = (expert / "wandb").glob("offline-run-*/run-*.wandb")
+    assert b"reward_mean" in wandb_run.read_bytes()  # a step scalar's key, as W&B's record stores it

@@ -1,0 +1,144 @@
+"""Analysis functions against hand-computed values (see run_fixtures.py for the fixture's table)."""
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from run_fixtures import PASSES, TASKS, write_fixture_runs
+
+from chorus.analysis.bootstrap import bootstrap_ci
+from chorus.analysis.breakdown import breakdown
+from chorus.analysis.complementarity import jaccard, jaccard_matrix, solved_sets, unique_solves, win_loss
+from chorus.analysis.matrix import align_tasks, pass_at_k_matrix, task_matrix
+from chorus.analysis.oracle import gap_recovery, oracle_union
+from chorus.analysis.table import ORACLE, chorus_table, to_markdown
+from chorus.tracking.runs import load_runs
+
+EXPERTS = ["dapo/stage0", "dapo/stage1", "dapo/stage2"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return load_runs(str(write_fixture_runs(tmp_path_factory.mktemp("runs"))))
+
+
+def matrix(columns: dict) -> pd.DataFrame:
+    return pd.DataFrame(columns, index=[f"t{i}" for i in range(len(next(iter(columns.values()))))])
+
+
+def test_per_task_pass_rates_and_pass_at_k(runs):
+    P = task_matrix(runs.table, "passed")
+    assert P["dapo/stage0"].tolist() == [1, 0.5, 0, 0, 0, 0]
+    assert P.mean()["dapo/stage1"] == pytest.approx(2.5 / 6)
+    # pass@2 from 2 samples: 1 if any sample passed
+    K = pass_at_k_matrix(runs.table, 2)
+    assert K["dapo/stage2"].tolist() == [0, 0, 1, 0, 1, 0]
+    assert pass_at_k_matrix(runs.table, 3).isna().all().all()  # fewer than k samples: undefined
+
+
+def test_solved_sets_jaccard_and_unique_solves(runs):
+    sets = solved_sets(task_matrix(runs.table, "passed")[EXPERTS])
+    assert sets == {"dapo/stage0": {"t0", "t1"}, "dapo/stage1": {"t0", "t2", "t3"}, "dapo/stage2": {"t2", "t4"}}
+    J = jaccard_matrix(sets)
+    assert J.loc["dapo/stage0", "dapo/stage1"] == pytest.approx(1 / 4)  # {t0} / {t0,t1,t2,t3}
+    assert J.loc["dapo/stage0", "dapo/stage2"] == 0.0
+    assert J.loc["dapo/stage1", "dapo/stage2"] == pytest.approx(1 / 4)
+    assert np.diag(J).tolist() == [1.0, 1.0, 1.0]
+    assert unique_solves(sets) == {"dapo/stage0": {"t1"}, "dapo/stage1": {"t3"}, "dapo/stage2": {"t4"}}
+    # a stricter threshold: only tasks passed in every sample
+    assert solved_sets(task_matrix(runs.table, "passed")[EXPERTS], min_rate=1.0)["dapo/stage1"] == {"t0", "t2"}
+
+
+def test_jaccard_with_empty_sets():
+    assert jaccard(set(), {"a"}) == 0.0
+    assert math.isnan(jaccard(set(), set()))
+    assert unique_solves({"a": set(), "b": {"x"}}) == {"a": set(), "b": {"x"}}
+
+
+def test_win_loss_tie_counts():
+    cov = matrix({"a": [90, 50, 10, 70], "b": [80, 50, 20, 70.5]})
+    wl = win_loss(cov)
+    assert wl["wins"].loc["a", "b"] == 1 and wl["losses"].loc["a", "b"] == 2 and wl["ties"].loc["a", "b"] == 1
+    assert wl["wins"].loc["b", "a"] == 2 and wl["ties"].loc["a", "a"] == 4
+    assert win_loss(cov, tol=1.0)["ties"].loc["a", "b"] == 2  # 70 vs 70.5 is now a tie
+
+
+def test_oracle_union_and_gap_recovery(runs):
+    P = task_matrix(runs.table, "passed")[EXPERTS]
+    C = task_matrix(runs.table, "coverage")[EXPERTS]
+    o = oracle_union(P, C, pass_at_k_matrix(runs.table, 2)[EXPERTS])
+    assert o["pass_at_1"] == pytest.approx(4 / 6)
+    assert o["best_single"] == "dapo/stage1" and o["best_single_pass_at_1"] == pytest.approx(2.5 / 6)
+    assert o["headroom"] == pytest.approx(1.5 / 6)
+    assert o["solved_union"] == pytest.approx(5 / 6)
+    assert o["pass_at_k"] == pytest.approx(5 / 6)  # t5 never passes
+    # coverage oracle: per task the best run's mean over samples (pass 96, fail 40 + 5i, t5's
+    # second sample a compile error counted as 0)
+    by_hand = [96, (96 + 45) / 2, 96, (96 + 55) / 2, 96, (65 + 0) / 2]
+    assert o["mean_coverage"] == pytest.approx(sum(by_hand) / 6)
+    assert gap_recovery(3.5 / 6, 2.5 / 6, 4 / 6) == pytest.approx(2 / 3)
+    assert gap_recovery(1 / 6, 2.5 / 6, 4 / 6) == pytest.approx(-1.0)
+
+
+def test_oracle_equal_to_the_best_run_has_no_headroom():
+    P = matrix({"a": [1.0, 1.0, 0.0], "b": [1.0, 0.0, 0.0]})  # a solves a superset of b
+    o = oracle_union(P)
+    assert o["pass_at_1"] == o["best_single_pass_at_1"] == pytest.approx(2 / 3) and o["headroom"] == 0
+    assert math.isnan(gap_recovery(2 / 3, o["best_single_pass_at_1"], o["pass_at_1"]))
+
+
+def test_an_expert_that_solves_nothing():
+    P = matrix({"empty": [0.0, 0.0], "b": [1.0, 0.0]})
+    o = oracle_union(P)
+    assert o["pass_at_1"] == 0.5 and o["best_single"] == "b" and o["solved_union"] == 0.5
+    assert solved_sets(P)["empty"] == set()
+    with pytest.raises(ValueError, match="at least one run"):
+        oracle_union(P[[]])
+
+
+def test_bootstrap_ci_brackets_the_mean_and_degenerates_cleanly():
+    values = np.array([0.0, 1.0] * 50)
+    lo, hi = bootstrap_ci(values, lambda m: m.mean(), n_boot=2000, seed=1)
+    assert lo < 0.5 < hi and hi - lo < 0.3  # binomial sd of a mean of 100 = 0.05 -> width ~0.2
+    assert bootstrap_ci(np.ones(7), lambda m: m.mean()) == (1.0, 1.0)  # no variance, no width
+    assert all(math.isnan(x) for x in bootstrap_ci(np.array([]), lambda m: m.mean()))
+    assert bootstrap_ci(values, lambda m: m.mean(), seed=3) == bootstrap_ci(values, lambda m: m.mean(), seed=3)
+
+
+def test_breakdown_by_difficulty(runs):
+    b = breakdown(runs.table, "difficulty").set_index(["run", "difficulty"])
+    assert b.loc[("dapo/stage1", "easy"), "pass_at_1"] == pytest.approx(2 / 3)  # 1, 0, 1
+    assert b.loc[("dapo/stage1", "hard"), "pass_at_1"] == pytest.approx(0.5 / 3)
+    assert b.loc[("dapo/stage2", "hard"), "n_tasks"] == 3
+    with pytest.raises(ValueError, match="no 'vendor' column"):
+        breakdown(runs.table, "vendor")
+
+
+def test_chorus_table_rows_and_gap_recovery(runs):
+    t = chorus_table(runs.table, runs.runs, k=2, n_boot=200).set_index("run")
+    assert list(t.index[:4]) == [*EXPERTS, ORACLE]
+    assert t.loc[ORACLE, "pass_at_1"] == pytest.approx(4 / 6) and t.loc[ORACLE, "solved"] == 5
+    assert t.loc["opd/three_experts", "gap_recovery"] == pytest.approx(2 / 3)
+    assert t.loc["ties/three_experts", "gap_recovery"] == pytest.approx(0.0)
+    assert t.loc["soup/three_experts", "gap_recovery"] == pytest.approx(-1.0)
+    assert t.loc["dapo/stage0", "unique"] == 1 and t.loc["dapo/stage1", "pass_at_2"] == pytest.approx(0.5)
+    lo, hi = t.loc["dapo/stage1", "pass_at_1_ci"]
+    assert lo <= 2.5 / 6 <= hi
+    md = to_markdown(t.reset_index())
+    assert "| oracle union (experts) | oracle" in md and "66.7 [" in md
+
+
+def test_runs_over_different_task_sets_compare_on_the_intersection(tmp_path):
+    root = write_fixture_runs(tmp_path, {"rl/dapo/stage0": PASSES["rl/dapo/stage0"]})
+    from run_fixtures import meta_for, rows_for
+    from chorus.tracking.run_dir import write_run
+
+    write_run(root / "rl/dapo/stage1", rows_for(PASSES["rl/dapo/stage1"][:4], TASKS[:4]), meta_for("rl/dapo/stage1"))
+    runs = load_runs(str(root))
+    with pytest.warns(UserWarning, match=r"dapo/stage0: 6, dapo/stage1: 4\); comparing them on the 4 tasks"):
+        aligned = align_tasks(runs.table)
+    assert set(aligned["task_id"]) == {"t0", "t1", "t2", "t3"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert chorus_table(runs.table, runs.runs, n_boot=10)["n_tasks"].eq(4).all()
