@@ -1,0 +1,72 @@
+"""Sweep lint: every combination, formatted as the W&B agent formats it, composes as Hydra overrides."""
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from chorus.config_schema import CONF_DIR, register_configs
+from chorus.sweep_check import check_sweep, command_lines, main
+from chorus.train import auto_job, run_dir
+
+SWEEPS = sorted((Path(__file__).resolve().parent.parent / "sweeps").glob("*.yaml"))
+
+
+def composed(sweep: dict, monkeypatch) -> list[dict]:
+    monkeypatch.setenv("WANDB_RUN_ID", "r1")
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return [OmegaConf.to_container(compose(config_name="train", overrides=line), resolve=True)
+                for line in command_lines(sweep)]
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.name for p in SWEEPS])
+def test_every_sweep_combination_composes(path):
+    assert check_sweep(path) == []
+
+
+def test_sweeps_cover_the_merge_methods_and_opd_settings(monkeypatch):
+    names = {p.name for p in SWEEPS}
+    assert {"merge_methods.yaml", "opd.yaml"} <= names
+    merges = composed(yaml.safe_load((SWEEPS[0].parent / "merge_methods.yaml").read_text()), monkeypatch)
+    cons = {(c["consolidation"]["name"], c["consolidation"]["density"]) for c in merges}
+    assert {n for n, _ in cons} == {"soup", "task_arithmetic", "ties", "dare", "della"}
+    assert {d for n, d in cons if n == "della"} == {0.2, 0.5, 0.8}
+    assert {str(c["consolidation"]["weights"]) for c in merges} == {
+        "None", "[0.5, 0.25, 0.25]", "[0.25, 0.5, 0.25]", "[0.25, 0.25, 0.5]"}
+    assert str(run_dir(merges[0], auto_job(merges[0]))).endswith("consolidation/soup/three_experts-r1")
+    opd = composed(yaml.safe_load((SWEEPS[0].parent / "opd.yaml").read_text()), monkeypatch)
+    assert {(c["consolidation"]["margin"], c["consolidation"]["mode"]) for c in opd} == {
+        (m, mode) for m in (0.0, 0.05, 0.1, 0.2) for mode in ("pg", "direct")}
+    assert all(c["consolidation"]["name"] == "opd" and auto_job(c) == "consolidation" for c in opd)
+
+
+def broken(tmp_path, **parameters) -> Path:
+    sweep = yaml.safe_load((SWEEPS[0].parent / "opd.yaml").read_text())
+    sweep["parameters"].update(parameters)
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    return path
+
+
+def test_a_bare_null_value_fails(tmp_path, capsys):
+    path = broken(tmp_path, **{"consolidation.weights": {"values": [None]}})
+    problems = check_sweep(path)
+    assert problems == ['broken.yaml: consolidation.weights=None is not a Hydra value; write the string "null" '
+                        'in the sweep']
+    assert main([str(path)]) == 1 and "write the string" in capsys.readouterr().err
+
+
+def test_a_parameter_named_after_a_config_node_fails(tmp_path):
+    (problem,) = check_sweep(broken(tmp_path, consolidation={"values": ["opd"]}))
+    assert "parameter 'consolidation' is a config key" in problem
+
+
+def test_a_misspelt_key_and_a_bad_command_fail(tmp_path):
+    (problem,) = check_sweep(broken(tmp_path, **{"consolidation.marginn": {"values": [0.1]}}))
+    assert "Could not override 'consolidation.marginn'" in problem
+    sweep = yaml.safe_load((SWEEPS[0].parent / "opd.yaml").read_text())
+    sweep["command"] = ["python", "chorus/train.py", "${args}"]
+    (tmp_path / "cmd.yaml").write_text(yaml.safe_dump(sweep))
+    assert "command must be" in check_sweep(tmp_path / "cmd.yaml")[0]
