@@ -142,3 +142,14 @@ def test_runs_over_different_task_sets_compare_on_the_intersection(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert chorus_table(runs.table, runs.runs, n_boot=10)["n_tasks"].eq(4).all()
+
+
+def test_opd_routing_stats(runs):
+    from chorus.analysis.routing import routing_stats, routing_table
+
+    opd = runs.runs.set_index("run").loc["opd/three_experts", "path"]
+    s = routing_stats(opd)
+    assert s == {"decisions": 4, "steps": 2, "routed": 0.5, "skipped": 0.5,
+                 "by_teacher": {"stage1": 0.25, "stage2": 0.25}, "skip_reasons": {"student_not_beaten": 0.5}}
+    assert routing_stats(runs.runs.set_index("run").loc["ties/three_experts", "path"]) is None
+    assert routing_table(runs.runs)["run"].tolist() == ["opd/three_experts"]

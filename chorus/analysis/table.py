@@ -99,10 +99,10 @@ def to_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
         f"mean coverage % [{level} CI]": [_cov(v, c) for v, c in zip(df["mean_coverage"], df["mean_coverage_ci"])],
         k_col.replace("pass_at_", "pass@") + " %": [_pct(v) for v in df[k_col]],
         "solved": df["solved"], "unique": [("" if u is None or u != u else int(u)) for u in df["unique"]],
-        "gap recovery (Pass@1)": [_with_ci(v, c) if kind == "consolidated" else ""
+        "gap recovery % (Pass@1)": [_with_ci(v, c) if kind == "consolidated" else ""
                                   for v, c, kind in zip(df.get("gap_recovery", [None] * len(df)),
                                                         df.get("gap_recovery_ci", [None] * len(df)), df["kind"])],
-        "gap recovery (coverage)": [_pct(v) if kind == "consolidated" else ""
+        "gap recovery % (coverage)": [_pct(v) if kind == "consolidated" else ""
                                     for v, kind in zip(df.get("gap_recovery_coverage", [None] * len(df)), df["kind"])],
     })
     return show.to_markdown(index=False)

@@ -1,0 +1,49 @@
+"""python -m chorus.analyze on fixture runs: the markdown table on stdout, the plots on disk."""
+import subprocess
+import sys
+
+from run_fixtures import PASSES, TASKS, meta_for, rows_for, write_fixture_runs
+
+from chorus.tracking.run_dir import write_run
+
+
+def analyze(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "chorus.analyze", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_analyze_prints_the_table_and_writes_the_plots(tmp_path):
+    runs = write_fixture_runs(tmp_path / "runs")
+    (runs / "rl/dapo/crashed/.hydra").mkdir(parents=True)
+    p = analyze(f"runs={runs}/**", f"out={tmp_path / 'out'}", "bootstrap=100", "k=2", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in p.stdout.splitlines() if ln.startswith("| ")]
+    header, table = rows[0], {r[0]: dict(zip(rows[0], r)) for r in rows[1:]}
+    assert header[3] == "Pass@1 % [95% CI]" and header[5] == "pass@2 %"
+    oracle, opd = table["oracle union (experts)"], table["opd/three_experts"]
+    assert oracle[header[3]].startswith("66.7 [") and oracle["pass@2 %"] == "83.3" and oracle["solved"] == "5"
+    assert opd[header[3]].startswith("58.3 [") and opd["gap recovery % (Pass@1)"].startswith("66.7 [")
+    assert table["soup/three_experts"]["gap recovery % (Pass@1)"].startswith("-100.0 [")
+    assert f"skipped {runs / 'rl/dapo/crashed'}: no per_task.parquet" in p.stderr
+    for name in ("table.md", "table.csv", "complementarity.png", "chorus_table.png", "coverage_strips.png"):
+        f = tmp_path / "out" / name
+        assert f.exists() and f.stat().st_size > 100, name
+    assert (tmp_path / "out/complementarity.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_analyze_bad_input_is_one_line(tmp_path):
+    p = analyze(f"runs={tmp_path}/nowhere/*", cwd=tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().count("\n") == 0 and "matches no run dirs" in p.stderr
+    write_fixture_runs(tmp_path / "runs", {"rl/dapo/stage0": PASSES["rl/dapo/stage0"]})
+    p = analyze(f"runs={tmp_path / 'runs'}", "experts=[dapo/stage9]", cwd=tmp_path)
+    assert p.returncode == 2 and "experts ['dapo/stage9'] are not among the loaded runs" in p.stderr
+
+
+def test_analyze_warns_when_task_sets_differ(tmp_path):
+    runs = write_fixture_runs(tmp_path / "runs", {"rl/dapo/stage0": PASSES["rl/dapo/stage0"]})
+    write_run(runs / "rl/dapo/stage1", rows_for(PASSES["rl/dapo/stage1"][:3], TASKS[:3]), meta_for("rl/dapo/stage1"))
+    p = analyze(f"runs={runs}", f"out={tmp_path / 'out'}", "bootstrap=50", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "(dapo/stage0: 6, dapo/stage1: 3); comparing them on the 3 tasks all of them share" in p.stderr
+    assert "2 runs, 3 common tasks" in p.stdout

@@ -1,0 +1,38 @@
+"""The analysis notebooks execute (nbmake) against fixture run dirs and show the hand-computed numbers."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+from run_fixtures import write_fixture_runs
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "analysis"
+
+
+def outputs(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    return "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+                     + str(o.get("data", {}).get("text/markdown", ""))
+                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_notebooks_run_on_fixture_runs(tmp_path):
+    runs = write_fixture_runs(tmp_path / "runs")
+    for nb in NOTEBOOKS.glob("*.ipynb"):
+        shutil.copy(nb, tmp_path / nb.name)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "--nbmake", "--overwrite", "-p", "no:cacheprovider",
+                        "-o", "addopts=", "complementarity.ipynb", "consolidation.ipynb"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "CHORUS_RUNS": str(runs), "MPLBACKEND": "Agg"})
+    assert p.returncode == 0, p.stdout[-3000:]
+    comp = outputs(tmp_path / "complementarity.ipynb")
+    assert "{'dapo/stage0': ['t1'], 'dapo/stage1': ['t3'], 'dapo/stage2': ['t4']}" in comp  # unique solves
+    assert "'pass_at_1': 0.6667" in comp and "'solved_union': 0.8333" in comp  # the oracle union
+    assert "<Figure" in comp
+    cons = outputs(tmp_path / "consolidation.ipynb")
+    assert "| oracle union (experts) | oracle" in cons and "66.7 [" in cons  # the CHORUS table
+    assert "0.666667" in cons and "-1.000000" in cons  # gap recovery of OPD and soup
+    assert "student_not_beaten" in cons  # routing stats
