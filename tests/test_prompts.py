@@ -54,3 +54,17 @@ def test_long_prompts_are_cut_and_say_so(task, tok):
 def test_messages_are_system_then_user(task):
     roles = [m["role"] for m in messages(task, "testbench")]
     assert roles == ["system", "user"]
+
+
+def test_small_contexts_drop_port_descriptions_and_format_notes_last():
+    from chorus.policy.tiny import build_tiny
+
+    tok = AutoTokenizer.from_pretrained(build_tiny("xs"))
+    task = load_tasks("generated", split="test", difficulty="medium", per_family=8, families=["alu"], seed=100)[0]
+    roomy = render_prompt(task, "vectors", tok, 1500)
+    assert "description" in roomy.text and "| in0" not in roomy.note
+    tight = render_prompt(task, "vectors", tok, 400)
+    assert tight.n_tokens <= 400 < roomy.n_tokens and "port descriptions and format notes left out" in tight.note
+    assert "alias | width | dir | port\n" in tight.text and "in0 | " in tight.text and "description" not in tight.text
+    with pytest.raises(PromptTooLong, match="even with RTL, spec and port descriptions removed"):
+        render_prompt(task, "vectors", tok, 100)

@@ -24,19 +24,19 @@ class PromptTooLong(ValueError):
     """Even the shortest prompt does not fit the context; the message says by how much."""
 
 
-def _instructions(task: Task, fmt: str) -> str:
+def _instructions(task: Task, fmt: str, compact: bool = False) -> str:
     if fmt == "testbench":
         return (f"Write a SystemVerilog testbench `{task.tb_name.rsplit('.', 1)[0]}` that instantiates the "
                 f"`{task.top}` module with the instance name `{task.instance}`, drives input stimulus that "
                 f"reaches high code coverage, and ends with $finish. Stimulus only.")
-    table = alias_table(alias_map(task))
+    table = alias_table(alias_map(task), descriptions=not compact)
     if fmt == "body":
         return ("chorus declares the signals below, instantiates the design, runs the clock and applies reset. "
                 "Write only the statements of an initial block that drive the inputs, using these aliases "
                 "(change inputs after `@(negedge clk)`):\n" + table)
     if fmt == "vectors":
-        syntax = "\n\n".join(VECTORS_DOC.split("\n\n")[1:4]) if VECTORS_DOC else ""
-        return "Write stimulus vectors for these inputs:\n" + table + "\n\n" + syntax
+        syntax = "\n\n".join(VECTORS_DOC.split("\n\n")[1:4]) if VECTORS_DOC and not compact else ""
+        return ("Write stimulus vectors for these inputs:\n" + table + "\n\n" + syntax).rstrip()
     if fmt == "cocotb":
         return ("Write a cocotb module with `async def stimulus(dut)` that drives these aliases "
                 "(`dut.in0.value = ...`, `await FallingEdge(dut.clk)`); chorus starts the clock and applies "
@@ -44,14 +44,15 @@ def _instructions(task: Task, fmt: str) -> str:
     raise ValueError(f"no prompt for stimulus format {fmt!r}")
 
 
-def user_message(task: Task, fmt: str, rtl_chars: int | None = None, spec_chars: int | None = None) -> str:
+def user_message(task: Task, fmt: str, rtl_chars: int | None = None, spec_chars: int | None = None,
+                 compact: bool = False) -> str:
     spec = task.spec if spec_chars is None else task.spec[:spec_chars]
     parts = [spec.strip()]
     for name, text in sorted(task.rtl.items()):
         body = text if rtl_chars is None else text[:rtl_chars]
         cut = "\n// ... (truncated)" if rtl_chars is not None and len(text) > rtl_chars else ""
         parts.append(f"RTL `{name}`:\n```systemverilog\n{body.rstrip()}{cut}\n```")
-    parts.append(_instructions(task, fmt))
+    parts.append(_instructions(task, fmt, compact))
     parts.append(f"Answer with `filename: {FILENAME[fmt].format(tb=task.tb_name)}` and one ```{FENCE[fmt]} block.")
     return "\n\n".join(p for p in parts if p)
 
@@ -75,7 +76,8 @@ def render_messages(tokenizer, msgs: list[dict]) -> str:
 
 
 def fit_messages(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> tuple[list[dict], Prompt]:
-    """The task's chat messages shortened (RTL first, then spec) until the rendered prompt fits,
+    """The task's chat messages shortened (RTL first, then spec, then port descriptions and format
+    notes) until the rendered prompt fits,
     and the rendered prompt. SFT uses the messages, so a model trains on the prompts it will see."""
     def size(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -95,8 +97,16 @@ def fit_messages(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> tup
             if m <= max_prompt_tokens:
                 return msgs, Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL cut to "
                                                    f"{rtl_chars} chars per file, spec to {spec_chars} chars")
-    raise PromptTooLong(f"task {task.id}: the prompt needs {m} tokens even with RTL and spec removed, more than "
-                        f"max_prompt_tokens={max_prompt_tokens}; raise it or use a model with a longer context")
+    # last resort for small contexts: the port table without spec descriptions, no syntax notes
+    msgs = messages(task, fmt, rtl_chars=0, spec_chars=0, compact=True)
+    text = render_messages(tokenizer, msgs)
+    m = size(text)
+    if m <= max_prompt_tokens:
+        return msgs, Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL and spec removed, "
+                                           "port descriptions and format notes left out")
+    raise PromptTooLong(f"task {task.id}: the prompt needs {m} tokens even with RTL, spec and port descriptions "
+                        f"removed, more than max_prompt_tokens={max_prompt_tokens}; raise it or use a model with a "
+                        "longer context")
 
 
 def render_prompt(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> Prompt:

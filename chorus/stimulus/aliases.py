@@ -88,13 +88,17 @@ def alias_map(task: Task) -> AliasMap:
     return _alias_map(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())), texts)
 
 
-def alias_table(amap: AliasMap) -> str:
-    """The prompt's view of the ports: alias, width, direction, real name and spec description."""
-    rows = ["alias | width | dir | port | description"]
+def alias_table(amap: AliasMap, descriptions: bool = True) -> str:
+    """The prompt's view of the ports: alias, width, direction, real name and (unless left out to
+    save tokens) the spec's description."""
+    def row(*cells: str) -> str:
+        return " | ".join(cells if descriptions else cells[:4])
+
+    rows = [row("alias", "width", "dir", "port", "description")]
     if amap.clock is None:
-        rows.append("clk | 1 | input | (none) | pacing clock only: the design has no clock")
+        rows.append(row("clk", "1", "input", "(none)", "pacing clock only: the design has no clock"))
     for a in amap.all:
-        rows.append(f"{a.alias} | {a.width} | {a.direction} | {a.port} | {a.description}")
+        rows.append(row(a.alias, str(a.width), a.direction, a.port, a.description))
     if amap.reset:
         rows.append(f"(reset is active {'low' if amap.reset_active == 0 else 'high'})")
     return "\n".join(rows)
