@@ -5,7 +5,7 @@ import dataclasses
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -176,6 +176,7 @@ class RLConf:
     eval_tasks: TasksConf = field(default_factory=TasksConf)
     eval_every: int = 0  # steps between held-out evaluations; 0 = only at the end
     eval_samples: int = 2
+    eval_temperature: Optional[float] = None  # held-out sampling temperature; null = rl.temperature
     save_every: int = 5  # steps between resumable Lightning checkpoints
     resume: bool = True  # continue from <run>/ckpt/last.ckpt when it exists
 
@@ -237,6 +238,30 @@ class AnalyzeConf:
 
 
 @dataclass
+class PipelinePresetConf:
+    name: str = "tiny"
+    train: List[str] = field(default_factory=list)  # overrides for every chorus.train job of the pipeline
+    stages: Dict[str, List[str]] = field(default_factory=dict)  # per SFT stage: extra overrides
+    rl: List[str] = field(default_factory=list)  # extra overrides for the RL (expert) jobs
+    merges: List[str] = field(default_factory=lambda: ["soup", "ties", "della"])
+    merge: List[str] = field(default_factory=list)  # extra overrides for every merge job
+    opd: List[str] = field(default_factory=list)  # extra overrides for the OPD job
+    k: int = 2  # pass@k column of the report
+    bootstrap: int = 1000
+
+
+@dataclass
+class PipelineConf:
+    pipeline: Any = None
+    seed: int = 0
+    runs_dir: str = "runs/pipeline"
+    jobs: int = 2  # steps run at once (the SFT chain, the experts, merges and OPD overlap where they can)
+    threads: int = 1  # torch threads per job (OMP_NUM_THREADS)
+    checkpoints: Dict[str, Optional[str]] = field(default_factory=dict)  # stage -> external SFT checkpoint
+    extra: List[str] = field(default_factory=list)  # appended to every job: trainer=gpu, model=hf, ...
+
+
+@dataclass
 class TrainConf:
     sft_stage: Any = None
     rl_algo: Any = None
@@ -272,6 +297,8 @@ def register_configs() -> None:
     cs.store(name="evaluate_schema", node=EvaluateConf)
     cs.store(name="train_schema", node=TrainConf)
     cs.store(name="analyze_schema", node=AnalyzeConf)
+    cs.store(name="pipeline_schema", node=PipelineConf)
+    cs.store(group="pipeline", name="pipeline_preset_schema", node=PipelinePresetConf)
     cs.store(group="logger", name="logger_schema", node=LoggerConf)
     cs.store(group="sft_stage", name="sft_stage_schema", node=SFTStageConf)
     cs.store(group="rl_algo", name="rl_algo_schema", node=RLAlgoConf)

@@ -31,17 +31,15 @@ register_configs()
 
 
 def sft(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
-    from .policy.engines import SamplingParams
-    from .rl.run import evaluate_checkpoint
+    from .rl.run import eval_sampling, evaluate_checkpoint
     from .sft.stages import run_stage
 
     stage, r = c["sft_stage"], c["rl"]
     info = run_stage(stage, c["model"], fmt, sim, c["runs_dir"], seed=c["seed"], workers=workers,
                      on_step=mirror.log_step)
     if stage["evaluate"]:  # the stage on the experts' held-out tasks, so stages and experts compare
-        params = SamplingParams(max_new_tokens=r["max_new_tokens"], temperature=r["temperature"], seed=c["seed"] + 1)
         summary = evaluate_checkpoint(info["checkpoint"], rl_task_sets(r, only="eval_tasks")[0], fmt,
-                                      r["eval_samples"], params, sim, out, workers, r["max_prompt_tokens"],
+                                      r["eval_samples"], eval_sampling(r, c["seed"]), sim, out, workers, r["max_prompt_tokens"],
                                       meta={**metadata(c, "sft"), **info}, dtype=c["model"]["dtype"])
         info.update(pass_rate=summary["pass_rate"], mean_overall=summary["mean_overall"])
     return info
@@ -65,7 +63,7 @@ def consolidate(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
     from .merge.run import merge_and_evaluate
     from .opd.run import resolve_student, train_opd
     from .opd.teachers import Teacher, check_teachers
-    from .policy.engines import SamplingParams
+    from .rl.run import eval_sampling
 
     cons, pool, r = c["consolidation"], c["teacher_pool"], c["rl"]
     method = cons["name"]
@@ -73,7 +71,7 @@ def consolidate(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
     check_teachers(teachers)
     tasks, eval_tasks = rl_task_sets(r)
     meta = metadata(c, "consolidation")
-    params = SamplingParams(max_new_tokens=r["max_new_tokens"], temperature=r["temperature"], seed=c["seed"] + 1)
+    params = eval_sampling(r, c["seed"])
     if method in MERGES:
         options = {"weights": cons["weights"], "seed": cons["seed"]}
         options.update({k: cons[k] for k in MERGE_OPTIONS.get(method, ())})

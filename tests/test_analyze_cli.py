@@ -14,7 +14,8 @@ def analyze(*args, cwd):
 
 def test_analyze_prints_the_table_and_writes_the_plots(tmp_path):
     runs = write_fixture_runs(tmp_path / "runs")
-    (runs / "rl/dapo/crashed/.hydra").mkdir(parents=True)
+    (runs / "rl/dapo/crashed").mkdir(parents=True)
+    (runs / "rl/dapo/crashed/steps.jsonl").write_text('{"step": 1}\n')
     p = analyze(f"runs={runs}/**", f"out={tmp_path / 'out'}", "bootstrap=100", "k=2", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in p.stdout.splitlines() if ln.startswith("| ")]

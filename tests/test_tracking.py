@@ -63,8 +63,9 @@ def test_reader_finds_runs_skips_broken_ones_and_keeps_snapshots_inside_their_ru
     root = write_fixture_runs(tmp_path / "runs")
     snapshot = root / "rl/dapo/stage0/eval/step_2"
     write_run(snapshot, rows_for(PASSES["rl/dapo/stage0"]), {"n_tasks": 6})  # a periodic held-out table
-    no_table = root / "rl/dapo/crashed"
-    (no_table / ".hydra").mkdir(parents=True)
+    no_table = root / "rl/dapo/crashed"  # an RL run killed before its final evaluation
+    no_table.mkdir(parents=True)
+    (no_table / "steps.jsonl").write_text('{"step": 1}\n')
     empty = root / "consolidation/dare/three_experts"
     empty.mkdir(parents=True)
     (empty / "per_task.jsonl").write_text("")

@@ -1,4 +1,5 @@
-"""Analyse a set of runs into a directory: the CHORUS table (markdown + csv) and the PNG plots."""
+"""Analyse a set of runs into a directory: the CHORUS table (markdown + csv), the PNG plots and,
+for a pipeline, REPORT.md."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,3 +29,82 @@ def analyze_runs(runs: RunSet, out_dir: str | Path, experts: list[str] | None = 
     listed = [r for r in table["run"] if r in set(t["run"])]  # the table's order: stages, experts, merges
     plots.coverage_strips(task_matrix(t, "coverage")[listed], out / PLOTS[2])
     return {"table": table, "markdown": markdown, "files": [str(out / p) for p in ("table.md", "table.csv", *PLOTS)]}
+
+
+def _findings(table, routing) -> list[str]:
+    """Plain sentences computed from the table: what the numbers say, nothing more."""
+    t = table.set_index("run")
+    experts = t[t["kind"] == "expert"]
+    oracle = t[t["kind"] == "oracle"].iloc[0]
+    if experts.empty:
+        return []
+    best_p, best_c = experts["pass_at_1"].max(), experts["mean_coverage"].max()
+    lines = [f"Experts: Pass@1 {100 * experts['pass_at_1'].min():.1f}-{100 * best_p:.1f} %, mean coverage "
+             f"{experts['mean_coverage'].min():.1f}-{best_c:.1f} %. Oracle union: Pass@1 {100 * oracle['pass_at_1']:.1f} % "
+             f"(+{100 * (oracle['pass_at_1'] - best_p):.1f} points over the best expert), coverage "
+             f"{oracle['mean_coverage']:.1f} % (+{oracle['mean_coverage'] - best_c:.1f}).",
+             f"Uniquely solved tasks per expert: " + ", ".join(f"{r} {int(u)}" for r, u in experts["unique"].items())
+             + "."]
+    for run, row in t[t["kind"] == "consolidated"].iterrows():
+        gap = row.get("gap_recovery_coverage")
+        lines.append(f"{run}: Pass@1 {100 * row['pass_at_1']:.1f} %, coverage {row['mean_coverage']:.1f} %"
+                     + (f", {100 * gap:.0f} % of the experts' coverage headroom recovered" if gap == gap else
+                        " (no coverage headroom to recover)") + ".")
+    for _, r in routing.iterrows():
+        lines.append(f"{r['run']}: {int(r['decisions'])} routing decisions over {int(r['steps'])} steps, "
+                     f"{100 * r['routed']:.0f} % distilled, {100 * r['skipped']:.0f} % skipped.")
+    return lines
+
+
+def write_report(runs_dir: str | Path, out_dir: str | Path, steps: list[dict] | None = None, title: str = "CHORUS",
+                 k: int = 2, n_boot: int = 1000, seed: int = 0) -> dict:
+    """REPORT.md (+ table.md/csv and the PNGs) for every run under runs_dir."""
+    import pandas as pd
+
+    from ..tracking.runs import load_runs
+    from .breakdown import breakdown
+    from .complementarity import win_loss
+    from .routing import routing_table
+
+    runs = load_runs(str(runs_dir))
+    out = Path(out_dir)
+    result = analyze_runs(runs, out, k=k, n_boot=n_boot, seed=seed)
+    table, t = result["table"], align_tasks(runs.table)
+    experts = choose_experts(runs.runs)
+    sets = solved_sets(task_matrix(t, "passed")[experts])
+    routing = routing_table(runs.runs)
+    by_family = breakdown(t, "family").pivot(index="run", columns="family", values="mean_coverage")
+    meta = runs.runs.iloc[0]
+    samples = t.groupby(["run", "task_id"]).size()
+    lines = [f"# {title}", "",
+             f"Model `{meta['model']}`, git `{meta['git_revision']}`. Held-out tasks: {t['task_id'].nunique()} "
+             f"({', '.join(sorted(t['difficulty'].dropna().unique()))}; families "
+             f"{', '.join(sorted(t['family'].dropna().unique()))}), {samples.min()}-{samples.max()} samples each. "
+             "Pass@1 is the mean per-task pass rate (a task passes at its coverage target); mean coverage counts a "
+             "sample with no coverage as 0. Intervals: 95 % percentile bootstrap over tasks. Gap recovery = "
+             "(consolidated - best expert) / (oracle union - best expert).", "",
+             "## The CHORUS table", "", result["markdown"], ""]
+    findings = _findings(table, routing)
+    if findings:
+        lines += ["## What the numbers say", "", *[f"- {f}" for f in findings], ""]
+    if not routing.empty:
+        lines += ["## OPD routing (share of per-task decisions)", "",
+                  routing.to_markdown(index=False, floatfmt=".2f"), ""]
+    lines += ["## Complementarity of the experts", "", "Jaccard overlap of solved sets (pass rate >= 0.5):", "",
+              jaccard_matrix(sets).to_markdown(floatfmt=".2f"), "",
+              "Tasks won on coverage by the row expert against the column expert:", "",
+              win_loss(task_matrix(t, "coverage")[experts])["wins"].to_markdown(), "",
+              "Mean coverage by family:", "", by_family.loc[[r for r in table["run"] if r in by_family.index]]
+              .to_markdown(floatfmt=".1f"), "",
+              "![complementarity](complementarity.png)", "", "![CHORUS table](chorus_table.png)", "",
+              "![per-task coverage](coverage_strips.png)", ""]
+    if steps:
+        lines += ["## Steps", "", pd.DataFrame([{"step": s["name"], "status": s["status"],
+                                                 "minutes": round(s["seconds"] / 60, 1), "run dir": s["run_dir"]}
+                                                for s in steps]).to_markdown(index=False), "",
+                  "Each step alone:", "", "```", *[s["command"] for s in steps], "```", ""]
+    if runs.skipped:
+        lines += ["Skipped run dirs: " + "; ".join(f"{p} ({why})" for p, why in runs.skipped), ""]
+    path = out / "REPORT.md"
+    path.write_text("\n".join(lines))
+    return {**result, "path": str(path)}

@@ -58,7 +58,8 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
         row = {"run": r, "kind": kind, "n_tasks": len(P), "pass_at_1": P[r].mean(),
                "pass_at_1_ci": bootstrap_ci(P[r], mean, **ci), "mean_coverage": C[r].mean(),
                "mean_coverage_ci": bootstrap_ci(C[r], mean, **ci),
-               f"pass_at_{k}": K[r].mean() if K is not None else math.nan, "solved": len(sets[r]),
+               **({f"pass_at_{k}": K[r].mean() if K is not None else math.nan} if k > 1 else {}),
+               "solved": len(sets[r]),
                "unique": len(unique[r]) if r in unique else None}
         if kind == "consolidated":
             row["gap_recovery"] = gap_recovery(P[r].mean(), oracle["best_single_pass_at_1"], oracle["pass_at_1"])
@@ -69,7 +70,7 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
     rows.append({"run": ORACLE, "kind": "oracle", "n_tasks": len(P), "pass_at_1": oracle["pass_at_1"],
                  "pass_at_1_ci": bootstrap_ci(P[experts], best_of, **ci), "mean_coverage": oracle["mean_coverage"],
                  "mean_coverage_ci": bootstrap_ci(C[experts], best_of, **ci),
-                 f"pass_at_{k}": oracle.get("pass_at_k", math.nan),
+                 **({f"pass_at_{k}": oracle.get("pass_at_k", math.nan)} if k > 1 else {}),
                  "solved": round(oracle["solved_union"] * len(P)), "unique": None})
     out = pd.DataFrame(rows)
     return out.sort_values("kind", key=lambda s: s.map(KIND_ORDER), kind="stable").reset_index(drop=True)
@@ -92,12 +93,13 @@ def _cov(v, ci) -> str:  # coverage is already in percent
 def to_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
     """The table as markdown: percentages with [lo, hi] bootstrap intervals."""
     level = f"{100 * (1 - alpha):.0f}%"
-    k_col = next(c for c in df.columns if c.startswith("pass_at_") and c != "pass_at_1" and not c.endswith("_ci"))
+    k_col = next((c for c in df.columns if c.startswith("pass_at_") and c != "pass_at_1" and not c.endswith("_ci")),
+                 None)
     show = pd.DataFrame({
         "run": df["run"], "kind": df["kind"], "tasks": df["n_tasks"],
         f"Pass@1 % [{level} CI]": [_with_ci(v, c) for v, c in zip(df["pass_at_1"], df["pass_at_1_ci"])],
         f"mean coverage % [{level} CI]": [_cov(v, c) for v, c in zip(df["mean_coverage"], df["mean_coverage_ci"])],
-        k_col.replace("pass_at_", "pass@") + " %": [_pct(v) for v in df[k_col]],
+        **({k_col.replace("pass_at_", "pass@") + " %": [_pct(v) for v in df[k_col]]} if k_col else {}),
         "solved": df["solved"], "unique": [("" if u is None or u != u else int(u)) for u in df["unique"]],
         "gap recovery % (Pass@1)": [_with_ci(v, c) if kind == "consolidated" else ""
                                   for v, c, kind in zip(df.get("gap_recovery", [None] * len(df)),

@@ -80,6 +80,12 @@ def evaluate_policy(engine, tokenizer, tasks, fmt: str, n_samples: int, params: 
     return summary
 
 
+def eval_sampling(rl: dict, seed: int) -> SamplingParams:
+    """How held-out evaluations sample: rl.eval_temperature (default: the training temperature)."""
+    temperature = rl["temperature"] if rl.get("eval_temperature") is None else rl["eval_temperature"]
+    return SamplingParams(max_new_tokens=rl["max_new_tokens"], temperature=temperature, seed=seed + 1)
+
+
 def evaluate_checkpoint(checkpoint: str, tasks, fmt: str, n_samples: int, params: SamplingParams, sim: SimConfig,
                         out_dir: Path, workers: int | None = None, max_prompt_tokens: int = 3072,
                         meta: dict | None = None, dtype: str = "float32") -> dict:
@@ -129,7 +135,7 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
     spec = RolloutSpec(algo, fmt, rl["group_size"], params, sim, RewardConfig(**rl["reward"]),
                        rl["max_prompt_tokens"])
     sampler = TaskSampler(tasks, seed)
-    eval_params = SamplingParams(max_new_tokens=rl["max_new_tokens"], temperature=rl["temperature"], seed=seed + 1)
+    eval_params = eval_sampling(rl, seed)
     steps_log, rollouts_log = out / "steps.jsonl", out / "rollouts.jsonl"
 
     with make_pool(workers) as pool:

@@ -14,7 +14,7 @@ import pandas as pd
 from .record import META_KEYS
 from .run_dir import PARQUET, SUMMARY, TABLE, read_table
 
-MARKERS = (SUMMARY, PARQUET, TABLE, ".hydra")
+MARKERS = (SUMMARY, PARQUET, TABLE, "steps.jsonl", "stage.json")  # results, or a started RL/SFT run
 TASK_COLUMNS = ("task_id", "sample", "status", "overall", "passed", "target", "family", "difficulty", "source")
 
 
@@ -94,7 +94,7 @@ def load_runs(pattern: str) -> RunSet:
     and listed in RunSet.skipped."""
     dirs = find_run_dirs(pattern)
     if not dirs:
-        raise NoRunsError(f"runs={pattern!r} matches no run dirs (folders with {SUMMARY} or {PARQUET}); "
+        raise NoRunsError(f"runs={pattern!r} matches no run dirs (folders with {SUMMARY}, {PARQUET} or steps.jsonl); "
                           "check the path, and quote the glob so the shell does not expand it")
     loaded, skipped = [], []
     for d in dirs:
