@@ -251,13 +251,20 @@ class PipelinePresetConf:
 
 
 @dataclass
+class StageCheckpointsConf:
+    stage0: Optional[str] = None  # a path or hub id used instead of training that SFT stage
+    stage1: Optional[str] = None
+    stage2: Optional[str] = None
+
+
+@dataclass
 class PipelineConf:
     pipeline: Any = None
     seed: int = 0
     runs_dir: str = "runs/pipeline"
     jobs: int = 2  # steps run at once (the SFT chain, the experts, merges and OPD overlap where they can)
     threads: int = 1  # torch threads per job (OMP_NUM_THREADS)
-    checkpoints: Dict[str, Optional[str]] = field(default_factory=dict)  # stage -> external SFT checkpoint
+    checkpoints: StageCheckpointsConf = field(default_factory=StageCheckpointsConf)  # real SFT stages
     extra: List[str] = field(default_factory=list)  # appended to every job: trainer=gpu, model=hf, ...
 
 

@@ -1,5 +1,5 @@
 """python -m chorus.pipeline [pipeline=tiny|smoke] [seed=N] [runs_dir=DIR] [jobs=2]
-    [checkpoints='{stage0: PATH, stage1: PATH, stage2: PATH}'] [extra='[trainer=gpu, ...]']
+    [checkpoints.stage0=PATH checkpoints.stage1=PATH checkpoints.stage2=PATH] [extra='["trainer=gpu",...]']
 
 CHORUS end to end by chaining the existing jobs: SFT stages 0-2 (`chorus.train job=sft`), a DAPO
 expert per stage (`job=rl`, each evaluated on the held-out tasks), the merges and reward-gated OPD
@@ -29,9 +29,9 @@ def plan(c: dict) -> list:
     from .workflow.steps import Step
 
     p, ext = c["pipeline"], {k: v for k, v in (c["checkpoints"] or {}).items() if v}
-    unknown = sorted(set(ext) - set(STAGES)) + sorted(set(p["stages"]) - set(STAGES))
+    unknown = sorted(set(p["stages"]) - set(STAGES))
     if unknown:
-        raise ValueError(f"unknown stage(s) {unknown} in checkpoints / pipeline.stages; use {list(STAGES)}")
+        raise ValueError(f"unknown stage(s) {unknown} in pipeline.stages; use {list(STAGES)}")
     common = [f"runs_dir={c['runs_dir']}", f"seed={c['seed']}", *p["train"], *c["extra"]]
 
     def step(name: str, overrides: list[str], after: list[str]) -> Step:

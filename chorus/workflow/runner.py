@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .steps import Step, check_dag
@@ -34,10 +35,20 @@ def _last_progress(log: Path) -> str:
     return hits[-1] if hits else ""
 
 
+ERROR_LINES = (re.compile(r"^chorus\.\w+: error: "),  # a job's own one-line error
+               re.compile(r"^[\w.]*(Error|Exception)\b.*:"),  # the last line of a traceback
+               re.compile(r"Could not (find|override|load)"))  # Hydra composition
+
+
 def _error_line(log: Path) -> str:
-    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
-    errors = [ln for ln in lines if "error" in ln.lower()]
-    return (errors or lines or ["(no output)"])[-1].strip()[:300]
+    """The line of a failed step's log that says what went wrong."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
+    lines = [ln for ln in lines if "HYDRA_FULL_ERROR" not in ln]
+    for pattern in ERROR_LINES:
+        hits = [ln for ln in lines if pattern.search(ln)]
+        if hits:
+            return hits[-1][:300]
+    return (lines or ["(no output)"])[-1][:300]
 
 
 def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None = None,
@@ -55,8 +66,21 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     failed: list[str] = []
     env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()) as progress:
+    console = Console()
+    live = console.is_terminal  # a log file or CI gets one plain line per status change instead
+
+    def note(name: str) -> None:
+        if not live:
+            rec = records[name]
+            took = f" in {rec['seconds'] / 60:.1f} min" if rec["seconds"] else ""
+            console.print(f"{time.strftime('%H:%M:%S')} {name}: {rec['status']}{took}", highlight=False)
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  disable=not live) as progress:
         bars = {s.name: progress.add_task(f"{s.name}: {records[s.name]['status']}", total=1) for s in steps}
+        for s in steps:
+            if records[s.name]["status"] != "pending":
+                note(s.name)
         try:
             while True:
                 for name, (proc, start) in list(running.items()):
@@ -70,6 +94,7 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                     if proc.returncode != 0:
                         failed.append(name)
                     progress.update(bars[name], description=f"{name}: {rec['status']}", completed=1)
+                    note(name)
                 ready = [s for s in steps if records[s.name]["status"] == "pending" and not failed
                          and all(records[a]["status"] in ("done", "skipped (done)") for a in s.after)]
                 for s in ready[:max(0, jobs - len(running))]:
@@ -80,6 +105,7 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                                                 env=env, start_new_session=True)
                     running[s.name] = (proc, time.time())
                     progress.update(bars[s.name], description=f"{s.name}: started")
+                    note(s.name)
                 if not running and (failed or not ready):
                     break
                 time.sleep(poll_s)
