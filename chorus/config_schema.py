@@ -232,6 +232,7 @@ class AnalyzeConf:
     experts: Optional[List[str]] = None  # run labels forming the oracle union; null = the job=rl runs
     min_rate: float = 0.5  # a task is solved by a run when it passes in at least this share of samples
     k: int = 5  # pass@k column (when every task has k samples)
+    pass_coverage: Optional[float] = None  # a sample passes at this coverage % instead of its task's target
     bootstrap: int = 1000  # resamples over tasks for the confidence intervals
     alpha: float = 0.05
     seed: int = 0
@@ -248,6 +249,7 @@ class PipelinePresetConf:
     opd: List[str] = field(default_factory=list)  # extra overrides for the OPD job
     k: int = 2  # pass@k column of the report
     bootstrap: int = 1000
+    pass_coverage: Optional[float] = None  # report: a sample passes at this coverage % instead of its target
 
 
 @dataclass

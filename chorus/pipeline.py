@@ -86,7 +86,7 @@ def main(cfg: DictConfig) -> None:
         write_record(runs_dir / "pipeline" / "steps.json", records)
         report = write_report(runs_dir, runs_dir, records, title=f"CHORUS pipeline `{c['pipeline']['name']}`, "
                               f"seed {c['seed']}", k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"],
-                              seed=c["seed"])
+                              seed=c["seed"], pass_coverage=c["pipeline"]["pass_coverage"])
     except (ValueError, OSError, StepFailed) as exc:
         print(f"chorus.pipeline: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

@@ -153,3 +153,14 @@ def test_opd_routing_stats(runs):
                  "by_teacher": {"stage1": 0.25, "stage2": 0.25}, "skip_reasons": {"student_not_beaten": 0.5}}
     assert routing_stats(runs.runs.set_index("run").loc["ties/three_experts", "path"]) is None
     assert routing_table(runs.runs)["run"].tolist() == ["opd/three_experts"]
+
+
+def test_gap_recovery_needs_headroom_above_noise_and_pass_can_be_rethresholded(runs):
+    from chorus.analysis.matrix import pass_at_coverage
+
+    assert math.isnan(gap_recovery(0.30, 0.326, 0.334, min_headroom=1 / 10))  # 0.8 points is not headroom
+    assert gap_recovery(0.30, 0.2, 0.4, min_headroom=0.1) == pytest.approx(0.5)
+    t = pass_at_coverage(runs.table, 70.0)
+    # stage2's t2 samples cover 96 and 50: one of two passes at 70 (as at the target), t5 never
+    assert task_matrix(t, "passed").loc["t2", "dapo/stage2"] == 0.5
+    assert task_matrix(pass_at_coverage(runs.table, 40.0), "passed").loc["t0", "dapo/stage2"] == 1.0  # 40 >= 40

@@ -32,10 +32,11 @@ def oracle_union(pass_matrix: pd.DataFrame, coverage: pd.DataFrame | None = None
     return out
 
 
-def gap_recovery(consolidated: float, best_single: float, oracle: float) -> float:
+def gap_recovery(consolidated: float, best_single: float, oracle: float, min_headroom: float = 0.0) -> float:
     """(consolidated - best single) / (oracle - best single): 1 = all the headroom, 0 = none,
-    < 0 = worse than the best expert; NaN when the oracle equals the best single run (no headroom)."""
+    < 0 = worse than the best expert; NaN when the oracle equals the best single run (no headroom)
+    or beats it by less than min_headroom (a ratio over noise)."""
     headroom = oracle - best_single
-    if math.isclose(headroom, 0.0, abs_tol=1e-12):
+    if math.isclose(headroom, 0.0, abs_tol=1e-12) or headroom < min_headroom:
         return float("nan")
     return (consolidated - best_single) / headroom

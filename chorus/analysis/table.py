@@ -13,6 +13,7 @@ from .matrix import align_tasks, pass_at_k_matrix, task_matrix
 from .oracle import gap_recovery, oracle_union
 
 ORACLE = "oracle union (experts)"
+MIN_COVERAGE_HEADROOM = 1.0  # points of mean coverage
 KIND_ORDER = {"sft stage": 0, "expert": 1, "oracle": 2, "consolidated": 3, "other": 4}
 
 
@@ -29,16 +30,18 @@ def choose_experts(runs: pd.DataFrame, experts: list[str] | None = None) -> list
     return chosen or list(runs.loc[runs["job"] != "consolidation", "run"])
 
 
-def _gap_stat(metric_of: str):
+def _gap_stat(min_headroom: float):
     def stat(m: np.ndarray) -> float:  # column 0: the consolidated run; the rest: the experts
-        return gap_recovery(m[:, 0].mean(), m[:, 1:].mean(axis=0).max(), m[:, 1:].max(axis=1).mean())
-    stat.__name__ = f"gap_{metric_of}"
+        return gap_recovery(m[:, 0].mean(), m[:, 1:].mean(axis=0).max(), m[:, 1:].max(axis=1).mean(), min_headroom)
     return stat
 
 
 def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | None = None, k: int = 5,
                  min_rate: float = 0.5, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
-    """One row per run plus the experts' oracle union. Pass@1 and coverage in [0, 1] and percent."""
+    """One row per run plus the experts' oracle union. Pass@1 and coverage in [0, 1] and percent.
+
+    Gap recovery is left undefined (NaN) when the oracle beats the best expert by less than one
+    task's worth of Pass@1 (1 / tasks), or by less than 1 point of coverage: a ratio over noise."""
     t = align_tasks(table)
     experts = choose_experts(runs, experts)
     P, C = task_matrix(t, "passed"), task_matrix(t, "coverage")
@@ -62,10 +65,12 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
                "solved": len(sets[r]),
                "unique": len(unique[r]) if r in unique else None}
         if kind == "consolidated":
-            row["gap_recovery"] = gap_recovery(P[r].mean(), oracle["best_single_pass_at_1"], oracle["pass_at_1"])
-            row["gap_recovery_ci"] = bootstrap_ci(pd.concat([P[r], P[experts]], axis=1), _gap_stat("pass"), **ci)
+            one_task = 1 / len(P)
+            row["gap_recovery"] = gap_recovery(P[r].mean(), oracle["best_single_pass_at_1"], oracle["pass_at_1"],
+                                               one_task)
+            row["gap_recovery_ci"] = bootstrap_ci(pd.concat([P[r], P[experts]], axis=1), _gap_stat(one_task), **ci)
             row["gap_recovery_coverage"] = gap_recovery(C[r].mean(), oracle["best_single_coverage"],
-                                                        oracle["mean_coverage"])
+                                                        oracle["mean_coverage"], MIN_COVERAGE_HEADROOM)
         rows.append(row)
     rows.append({"run": ORACLE, "kind": "oracle", "n_tasks": len(P), "pass_at_1": oracle["pass_at_1"],
                  "pass_at_1_ci": bootstrap_ci(P[experts], best_of, **ci), "mean_coverage": oracle["mean_coverage"],
