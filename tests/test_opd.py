@@ -138,3 +138,19 @@ def test_student_init_is_the_soup_a_stage_a_teacher_or_a_path(pool, tiny_xs, tmp
         resolve_student("stage1", pool, tmp_path / "runs", tmp_path / "out")
     with pytest.raises(ValueError, match="neither soup, a stage, a teacher"):
         resolve_student("nobody", pool, tmp_path / "runs", tmp_path / "out")
+
+
+def test_a_teacher_identical_to_the_student_is_at_zero_kl_at_the_sampling_temperature(sft_xs, rl_tasks, eval_tasks,
+                                                                                      sim, tmp_path):
+    """Student and teacher log-probs are compared at the same (here 0.5) temperature: a teacher with the
+    student's own weights gives KL 0 (at T=1 for the teacher alone it would not)."""
+    table = tmp_path / "self_eval"
+    table.mkdir()
+    (table / "per_task.jsonl").write_text("".join(json.dumps({"task_id": t.id, "overall": 100.0}) + "\n"
+                                                  for t in rl_tasks))
+    teacher = Teacher("self", str(sft_xs), "table", str(table))
+    train_opd(str(sft_xs), tmp_path / "run", [teacher], OPD, rl_settings(steps=1, prompts_per_step=2, group_size=2,
+                                                                           temperature=0.5, lr=0.0),
+              rl_tasks, eval_tasks[:1], "vectors", sim, CPU, workers=2)
+    step = lines(tmp_path / "run/steps.jsonl")[0]
+    assert step["route_self"] == 2 and abs(step["kl_self"]) < 1e-3

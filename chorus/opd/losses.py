@@ -1,7 +1,9 @@
 """Distillation losses on the student's own samples, as pure tensor functions.
 
 Shapes: logits [B, T, V], log-probs and masks [B, T]; positions are aligned as in
-`chorus.rl.losses.token_logprobs` (position t scores token t). Teachers are evaluated at T=1."""
+`chorus.rl.losses.token_logprobs` (position t scores token t). Student and teacher log-probs are
+taken at the student's sampling temperature (mode=pg); the direct divergences compare the plain
+(T=1) distributions at the sampled positions."""
 from __future__ import annotations
 
 import math

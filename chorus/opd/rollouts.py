@@ -1,6 +1,6 @@
 """One OPD iteration outside the training step: the student samples G testbenches per task, the
 simulator scores them, each task is routed to its best teacher (or skipped), and the routed
-teachers score the student's exact tokens at T=1."""
+teachers score the student's exact tokens at the sampling temperature (T=1: the plain distributions)."""
 from __future__ import annotations
 
 import contextlib
@@ -79,7 +79,8 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
             for start in range(0, len(idx), micro_batch):
                 part = torch.tensor(idx[start:start + micro_batch])
                 logits = model(input_ids=ids[part].to(device), attention_mask=attn[part].to(device)).logits
-                t_logp[part] = token_logprobs(logits, ids[part].to(device))[0].float().cpu()
+                # at the student's sampling temperature, as the student's own log-probs are
+                t_logp[part] = token_logprobs(logits, ids[part].to(device), spec.params.temperature)[0].float().cpu()
         m = comp[idx].bool()
         if m.any():
             kl[name] = float((old[idx] - t_logp[idx])[m].mean())

@@ -50,8 +50,6 @@ def train_opd(student: str, out_dir: str | Path, teachers: list[Teacher], opd: d
     check_teachers(teachers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if rl["temperature"] != 1.0:
-        raise ValueError("OPD compares student and teacher log-probs at T=1; set rl.temperature=1.0")
     rewards = TeacherRewards(teachers, [t.id for t in tasks], missing,
                              online_estimator(fmt, sim, rl, online_samples, workers, dtype, seed),
                              cache=out / "teacher_rewards.jsonl")
