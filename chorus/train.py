@@ -39,8 +39,9 @@ def sft(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
                      on_step=mirror.log_step)
     if stage["evaluate"]:  # the stage on the experts' held-out tasks, so stages and experts compare
         summary = evaluate_checkpoint(info["checkpoint"], rl_task_sets(r, only="eval_tasks")[0], fmt,
-                                      r["eval_samples"], eval_sampling(r, c["seed"]), sim, out, workers, r["max_prompt_tokens"],
-                                      meta={**metadata(c, "sft"), **info}, dtype=c["model"]["dtype"])
+                                      r["eval_samples"], eval_sampling(r, c["seed"]), sim, out, workers,
+                                      r["max_prompt_tokens"], meta={**metadata(c, "sft"), **info},
+                                      dtype=c["model"]["dtype"])
         info.update(pass_rate=summary["pass_rate"], mean_overall=summary["mean_overall"])
     return info
 
@@ -98,7 +99,9 @@ def run_dir(c: dict, job: str) -> Path:
     """Where a job writes: <runs_dir>/sft/<stage>, rl/<algo>/<stage>[-tag], consolidation/<method>/<pool>[-tag]."""
     tag = f"-{c['run_tag']}" if c["run_tag"] else ""
     if job == "sft":
-        return Path(c["runs_dir"]) / "sft" / c["sft_stage"]["name"]
+        from .sft.stages import stage_dir
+
+        return stage_dir(c["runs_dir"], c["sft_stage"]["name"])
     if job == "rl":
         return Path(c["runs_dir"]) / "rl" / c["rl_algo"]["name"] / (c["sft_stage"]["name"] + tag)
     return Path(c["runs_dir"]) / "consolidation" / c["consolidation"]["name"] / (c["teacher_pool"]["name"] + tag)

@@ -18,7 +18,8 @@ def test_analyze_prints_the_table_and_writes_the_plots(tmp_path):
     (runs / "rl/dapo/crashed/steps.jsonl").write_text('{"step": 1}\n')
     p = analyze(f"runs={runs}/**", f"out={tmp_path / 'out'}", "bootstrap=100", "k=2", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    rows = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in p.stdout.splitlines() if ln.startswith("| ")]
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")]
+            for ln in p.stdout.splitlines() if ln.startswith("| ")]
     header, table = rows[0], {r[0]: dict(zip(rows[0], r)) for r in rows[1:]}
     assert header[3] == "Pass@1 % [95% CI]" and header[5] == "pass@2 %"
     oracle, opd = table["oracle union (experts)"], table["opd/three_experts"]

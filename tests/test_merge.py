@@ -57,7 +57,8 @@ def test_della_drop_probabilities_are_magnitude_ranked_in_a_window_around_the_de
     assert float(est.sum()) == pytest.approx(float(flat.sum()), abs=0.03 * float(flat.abs().sum()))
     # no dropping at all: DELLA reduces to TIES at density 1
     same = [t(x) for x in TAUS]
-    assert torch.allclose(della(same, torch.zeros(5), density=1.0, epsilon=0.0), ties(same, torch.zeros(5), density=1.0))
+    assert torch.allclose(della(same, torch.zeros(5), density=1.0, epsilon=0.0),
+                          ties(same, torch.zeros(5), density=1.0))
 
 
 def test_trim_threshold_and_bad_arguments():

@@ -7,7 +7,7 @@ from pathlib import Path
 from ..tracking.runs import RunSet
 from . import plots
 from .complementarity import jaccard_matrix, solved_sets, unique_solves
-from .matrix import align_tasks, task_matrix
+from .matrix import align_tasks, pass_at_coverage, task_matrix
 from .table import MIN_COVERAGE_HEADROOM, choose_experts, chorus_table, to_markdown
 
 PLOTS = ("complementarity.png", "chorus_table.png", "coverage_strips.png")
@@ -28,7 +28,8 @@ def analyze_runs(runs: RunSet, out_dir: str | Path, experts: list[str] | None = 
     plots.chorus_bars(table, out / PLOTS[1])
     listed = [r for r in table["run"] if r in set(t["run"])]  # the table's order: stages, experts, merges
     plots.coverage_strips(task_matrix(t, "coverage")[listed], out / PLOTS[2])
-    return {"table": table, "markdown": markdown, "files": [str(out / p) for p in ("table.md", "table.csv", *PLOTS)]}
+    return {"table": table, "markdown": markdown, "aligned": t, "experts": chosen, "solved": sets,
+            "files": [str(out / p) for p in ("table.md", "table.csv", *PLOTS)]}
 
 
 def _findings(table, routing, one_task: float) -> list[str]:
@@ -41,13 +42,13 @@ def _findings(table, routing, one_task: float) -> list[str]:
     best_p, best_c = experts["pass_at_1"].max(), experts["mean_coverage"].max()
     headroom_p, headroom_c = 100 * (oracle["pass_at_1"] - best_p), oracle["mean_coverage"] - best_c
     lines = [f"Experts: Pass@1 {100 * experts['pass_at_1'].min():.1f}-{100 * best_p:.1f} %, mean coverage "
-             f"{experts['mean_coverage'].min():.1f}-{best_c:.1f} %. Oracle union: Pass@1 {100 * oracle['pass_at_1']:.1f} % "
-             f"(+{100 * (oracle['pass_at_1'] - best_p):.1f} points over the best expert), coverage "
+             f"{experts['mean_coverage'].min():.1f}-{best_c:.1f} %. Oracle union: Pass@1 "
+             f"{100 * oracle['pass_at_1']:.1f} % (+{headroom_p:.1f} points over the best expert), coverage "
              f"{oracle['mean_coverage']:.1f} % (+{headroom_c:.1f})."
              + ("" if headroom_p >= one_task or headroom_c >= MIN_COVERAGE_HEADROOM else
                 " The experts barely complement each other here: the oracle adds less than one task's worth of "
                 "Pass@1 and under 1 point of coverage, so gap recovery is undefined."),
-             f"Uniquely solved tasks per expert: " + ", ".join(f"{r} {int(u)}" for r, u in experts["unique"].items())
+             "Uniquely solved tasks per expert: " + ", ".join(f"{r} {int(u)}" for r, u in experts["unique"].items())
              + "."]
     for run, row in t[t["kind"] == "consolidated"].iterrows():
         gap, gap_p = row.get("gap_recovery_coverage"), row.get("gap_recovery")
@@ -67,8 +68,7 @@ def write_report(runs_dir: str | Path, out_dir: str | Path, steps: list[dict] | 
     re-derives pass as coverage >= that percent instead of each task's target."""
     import pandas as pd
 
-    from ..tracking.runs import RunSet, load_runs
-    from .matrix import pass_at_coverage
+    from ..tracking.runs import load_runs
     from .breakdown import breakdown
     from .complementarity import win_loss
     from .routing import routing_table
@@ -79,9 +79,7 @@ def write_report(runs_dir: str | Path, out_dir: str | Path, steps: list[dict] | 
         runs = RunSet(pass_at_coverage(runs.table, pass_coverage), runs.runs, runs.skipped)
     out = Path(out_dir)
     result = analyze_runs(runs, out, k=k, n_boot=n_boot, seed=seed)
-    table, t = result["table"], align_tasks(runs.table)
-    experts = choose_experts(runs.runs)
-    sets = solved_sets(task_matrix(t, "passed")[experts])
+    table, t, experts, sets = result["table"], result["aligned"], result["experts"], result["solved"]
     routing = routing_table(runs.runs)
     by_family = breakdown(t, "family").pivot(index="run", columns="family", values="mean_coverage")
     meta = runs.runs.iloc[0]

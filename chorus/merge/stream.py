@@ -33,7 +33,8 @@ class Checkpoint:
                 self.where = {k: "model.safetensors" for k in f.keys()}
         else:
             raise ValueError(f"{self.path} has no model.safetensors; merges need Hugging Face safetensors checkpoints")
-        self.config = json.loads((self.path / "config.json").read_text()) if (self.path / "config.json").exists() else {}
+        config = self.path / "config.json"
+        self.config = json.loads(config.read_text()) if config.exists() else {}
 
     # Each read opens (maps) the file and closes it again: a mapping kept open would keep every page
     # read so far resident, and the process would grow to the size of all experts together.

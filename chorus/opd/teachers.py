@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
+from ..tracking.run_dir import PARQUET, TABLE, kept_answers, read_table
 
 
 @dataclass
@@ -40,7 +40,7 @@ def _table_path(where: str | None) -> Path | None:
     if not where:
         return None
     p = Path(where)
-    for cand in (p, p / "per_task.parquet", p / "per_task.jsonl"):
+    for cand in (p, p / PARQUET, p / TABLE):
         if cand.is_file():
             return cand
     return None
@@ -48,10 +48,7 @@ def _table_path(where: str | None) -> Path | None:
 
 def table_rewards(where: str) -> dict[str, float]:
     """Mean reward (coverage / 100, no coverage = 0) per task over the table's samples."""
-    path = _table_path(where)
-    df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_json(path, lines=True)
-    if "final" in df:  # multi-round protocols: only each sample's kept answer counts
-        df = df[df["final"].fillna(True).astype(bool)]
+    df = kept_answers(read_table(_table_path(where)))
     return (df["overall"].fillna(0.0) / 100.0).groupby(df["task_id"]).mean().to_dict()
 
 

@@ -72,10 +72,12 @@ def _trim_logs(paths, step: int) -> None:
 
 
 def evaluate_policy(engine, tokenizer, tasks, fmt: str, n_samples: int, params: SamplingParams, sim: SimConfig,
-                    out_dir: Path, workers: int | None = None, max_prompt_tokens: int = 3072) -> dict:
+                    out_dir: Path, workers: int | None = None, max_prompt_tokens: int = 3072,
+                    meta: dict | None = None) -> dict:
+    """Sample and score the held-out tasks into out_dir: per_task + summary.json (scores and `meta`)."""
     rows = run_direct(tasks, engine, tokenizer, fmt, n_samples, params, sim, workers=workers,
                       max_prompt_tokens=max_prompt_tokens, progress=False)
-    summary = {**summarize(rows), "format": fmt, "policy": "model"}
+    summary = {**summarize(rows), "format": fmt, "policy": "model", **(meta or {})}
     write_run(out_dir, rows, summary)
     return summary
 
@@ -91,11 +93,8 @@ def evaluate_checkpoint(checkpoint: str, tasks, fmt: str, n_samples: int, params
                         meta: dict | None = None, dtype: str = "float32") -> dict:
     """Score a saved checkpoint on held-out tasks into out_dir (per_task + summary.json with `meta`)."""
     model, tok = load_model("hf", path=str(checkpoint), dtype=dtype)
-    summary = evaluate_policy(make_engine("hf", model, tok), tok, tasks, fmt, n_samples, params, sim, out_dir,
-                              workers, max_prompt_tokens)
-    summary.update({**(meta or {}), "checkpoint": str(checkpoint)})
-    (Path(out_dir) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
+    return evaluate_policy(make_engine("hf", model, tok), tok, tasks, fmt, n_samples, params, sim, out_dir, workers,
+                           max_prompt_tokens, meta={**(meta or {}), "checkpoint": str(checkpoint)})
 
 
 @dataclass
@@ -195,12 +194,9 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
             return {}
         model.eval()
         export = export_merged(module.model, tok, out / "hf")
+        record = {**(meta or {}), "init": init, "checkpoint": str(export), "steps": fit.global_step,
+                  "resumed_from": resume, "data_position": sampler.state_dict()}
         summary = evaluate_policy(make_engine("hf", module.model, tok) if rl["engine"] == "hf" else engine, tok,
                                   eval_tasks, fmt, rl["eval_samples"], eval_params, sim, out, workers,
-                                  rl["max_prompt_tokens"])
-    info = {**(meta or {}), "init": init, "checkpoint": str(export), "steps": fit.global_step,
-            "resumed_from": resume, "data_position": sampler.state_dict(), "pass_rate": summary["pass_rate"],
-            "mean_overall": summary["mean_overall"]}
-    summary.update(info)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return info
+                                  rl["max_prompt_tokens"], meta=record)
+    return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}

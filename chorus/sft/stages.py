@@ -79,14 +79,16 @@ def run_stage(stage: dict, model: dict, fmt: str, sim: SimConfig, runs_dir: str 
     tasks = load_tasks("generated", split="train", **stage["tasks"])
     tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
     examples = build_examples(tasks, fmt, sim, stage["min_coverage"], repair="repair" in stage["kinds"],
-                              workers=workers, prompt=lambda t: fit_messages(t, fmt, tok, stage["max_prompt_tokens"])[0])
+                              workers=workers,
+                              prompt=lambda t: fit_messages(t, fmt, tok, stage["max_prompt_tokens"])[0])
     examples = [e for e in examples if e.kind in stage["kinds"]]
     if stage.get("prioritised"):
         weights = task_weights(current_coverage(init, tasks, fmt, sim, workers, stage["max_new_tokens"],
                                                 stage["max_prompt_tokens"]))
         examples = prioritised_sample(examples, weights, k=stage["steps"] * stage["batch_size"], seed=seed)
     result = train_sft(init, examples, out, steps=stage["steps"], batch_size=stage["batch_size"], lr=stage["lr"],
-                       max_tokens=stage["max_tokens"], seed=seed, warmup_steps=stage["warmup_steps"], on_step=on_step)
+                       max_tokens=stage["max_tokens"], seed=seed, warmup_steps=stage["warmup_steps"],
+                       on_step=on_step)
     info = {"stage": name, "init": init, "checkpoint": result["checkpoint"], "examples": result["examples"],
             "first_loss": result["losses"][0], "last_loss": result["losses"][-1], "external": False}
     (out / "stage.json").write_text(json.dumps(info, indent=2))

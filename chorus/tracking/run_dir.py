@@ -25,11 +25,17 @@ def write_run(out_dir: Path, rows: list[dict], summary: dict) -> None:
     (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
 
 
-def read_table(run_dir: Path) -> pd.DataFrame:
-    run_dir = Path(run_dir)
-    if (run_dir / PARQUET).exists():
-        return pd.read_parquet(run_dir / PARQUET)
-    return pd.read_json(run_dir / TABLE, lines=True)
+def read_table(where: Path) -> pd.DataFrame:
+    """A run dir's per-task table (parquet, else jsonl), or a per_task file given directly."""
+    where = Path(where)
+    if where.is_dir():
+        where = where / PARQUET if (where / PARQUET).exists() else where / TABLE
+    return pd.read_parquet(where) if where.suffix == ".parquet" else pd.read_json(where, lines=True)
+
+
+def kept_answers(df: pd.DataFrame) -> pd.DataFrame:
+    """Multi-round protocols log every round; each sample's kept answer is the one that counts."""
+    return df[df["final"].fillna(True).astype(bool)] if "final" in df else df
 
 
 def read_summary(run_dir: Path) -> dict:

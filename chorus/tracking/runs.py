@@ -12,7 +12,7 @@ from pathlib import Path, PurePath
 import pandas as pd
 
 from .record import META_KEYS
-from .run_dir import PARQUET, SUMMARY, TABLE, read_table
+from .run_dir import PARQUET, SUMMARY, TABLE, kept_answers, read_table
 
 MARKERS = (SUMMARY, PARQUET, TABLE, "steps.jsonl", "stage.json")  # results, or a started RL/SFT run
 TASK_COLUMNS = ("task_id", "sample", "status", "overall", "passed", "target", "family", "difficulty", "source")
@@ -58,8 +58,7 @@ def run_label(meta: dict, path: PurePath) -> str:
 
 
 def tidy(rows: pd.DataFrame, label: str, path: str, meta: dict) -> pd.DataFrame:
-    if "final" in rows:  # multi-round protocols: each sample's kept answer
-        rows = rows[rows["final"].fillna(True).astype(bool)]
+    rows = kept_answers(rows)
     df = rows[[c for c in TASK_COLUMNS if c in rows]].copy()
     df["overall"] = pd.to_numeric(df["overall"], errors="coerce")
     df["coverage"] = df["overall"].fillna(0.0)  # no coverage (compile error, ...) counts as 0, as a reward would

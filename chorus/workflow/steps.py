@@ -14,10 +14,10 @@ class Step:
     overrides: list[str]
     run_dir: Path
     after: list[str] = field(default_factory=list)
-    done_file: str = "summary.json"  # present = the step's results exist, so a re-run skips it
 
     def done(self) -> bool:
-        return (self.run_dir / self.done_file).exists()
+        """The job's results exist (every chorus.train job ends by writing summary.json), so a re-run skips it."""
+        return (self.run_dir / "summary.json").exists()
 
     def argv(self, hydra_dir: Path) -> list[str]:
         return [sys.executable, "-m", self.module, *self.overrides, f"hydra.run.dir={hydra_dir}"]
