@@ -19,30 +19,33 @@ def test_dut_ports_resolve_widths_and_directions():
                      ("top", "output", 1)]
 
 
-def locs(*entries):
+def mods(*entries):
     out = {}
-    for hier, file, line in entries:
-        out.setdefault(hier, set()).add((file, line))
+    for hier, module in entries:
+        out.setdefault(hier, set()).add(module)
     return out
 
 
 def test_named_instance_of_the_dut_wins_over_another_instance():
-    facts = design_facts(RTL)
-    point_locs = locs(("TOP.tb", "tb.sv", 3), ("TOP.tb.u2", "cnt.sv", 4), ("TOP.tb.uut", "cnt.sv", 4))
-    assert find_dut_instance(point_locs, facts, "cnt", "uut") == ("TOP.tb.uut", True)
+    point_modules = mods(("TOP.tb", "tb"), ("TOP.tb.u2", "cnt"), ("TOP.tb.uut", "cnt"))
+    assert find_dut_instance(point_modules, "cnt", "uut") == ("TOP.tb.uut", True)
 
 
 def test_fallback_to_the_dut_module_when_the_name_is_wrong():
-    facts = design_facts(RTL)
-    point_locs = locs(("TOP.tb", "tb.sv", 3), ("TOP.tb.dut", "cnt.sv", 4), ("TOP.tb.dut2", "cnt.sv", 5))
-    assert find_dut_instance(point_locs, facts, "cnt", "uut") == ("TOP.tb.dut", False)
+    point_modules = mods(("TOP.tb", "tb"), ("TOP.tb.dut", "cnt"), ("TOP.tb.dut2", "cnt"))
+    assert find_dut_instance(point_modules, "cnt", "uut") == ("TOP.tb.dut", False)
 
 
 def test_a_non_dut_instance_named_like_the_required_one_is_not_taken():
-    facts = design_facts(RTL)
-    point_locs = locs(("TOP.tb.uut", "wrap.sv", 2), ("TOP.tb.uut.inner", "cnt.sv", 4))
-    assert find_dut_instance(point_locs, facts, "cnt", "uut") == ("TOP.tb.uut.inner", False)
+    point_modules = mods(("TOP.tb.uut", "wrap"), ("TOP.tb.uut.inner", "cnt"))
+    assert find_dut_instance(point_modules, "cnt", "uut") == ("TOP.tb.uut.inner", False)
+
+
+def test_a_point_that_claims_the_dut_file_does_not_make_a_dut():
+    # `line "rtl/cnt.sv" can give a fake module's points the DUT's file and lines; the
+    # module that declared them is still `fake`.
+    assert find_dut_instance(mods(("TOP.tb", "tb"), ("TOP.tb.uut", "fake")), "cnt", "uut") == (None, False)
 
 
 def test_no_instance_at_all():
-    assert find_dut_instance(locs(("TOP.tb", "tb.sv", 3)), design_facts(RTL), "cnt", "uut") == (None, False)
+    assert find_dut_instance(mods(("TOP.tb", "tb")), "cnt", "uut") == (None, False)

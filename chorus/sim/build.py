@@ -8,22 +8,19 @@ default optimisation with everything compiled from scratch, kept as the benchmar
 from __future__ import annotations
 
 import hashlib
-import re
 import shutil
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from .config import SimConfig
+from .isolation import Policy
+from .process import Jail, run_limited
 from .runtime import RuntimeKit, ensure_runtime
-from .process import run_limited
 from .toolchain import COVERAGE_FLAGS, WARNING_FLAGS, Toolchain
 
 PREFIX = "Vtb"
 BINARY = "sim"
-# Verilator's own failures: never the testbench's fault.
-_INTERNAL = re.compile(r"Internal Error|%Error: Internal|Segmentation fault|terminate called|core dumped|"
-                       r"std::bad_alloc|Unsupported: .*(verilator|internal)", re.I)
 
 
 @dataclass
@@ -74,17 +71,21 @@ def _parallel_build(obj: Path, prefix: str = PREFIX) -> bool:
     return classes.exists() and "VM_PARALLEL_BUILDS = 1" in classes.read_text()
 
 
-def classify_failure(log: str, returncode: int | None) -> tuple[str, str]:
-    if returncode is not None and returncode < 0:
-        return "harness_error", f"Verilator was killed by signal {-returncode}"
-    internal = _INTERNAL.search(log)
-    if internal:
-        return "harness_error", f"Verilator internal error: {internal.group(0)}"
+def classify_failure(log: str, returncode: int | None, signal: int | None) -> tuple[str, str]:
+    """A failed Verilator run on a design that builds without this testbench: the testbench's
+    compile error, whatever the log says (its text can quote the testbench)."""
+    if signal is not None:
+        hint = " (memory or CPU limit: a compile blowup?)" if signal in (9, 24) else ""
+        return "compile_error", f"Verilator was killed by signal {signal} on this testbench{hint}"
     errors = [ln.strip() for ln in log.splitlines() if ln.startswith("%Error")]
     if errors:
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         return "compile_error", errors[0][:300] + more
-    return "harness_error", f"Verilator failed with exit code {returncode} and no %Error line"
+    return "compile_error", f"Verilator failed with exit code {returncode} and no %Error line"
+
+
+def build_jail(cfg: SimConfig, cache_root: Path, read: tuple[Path, ...], write: tuple[Path, ...]) -> Jail:
+    return Jail(cfg.isolation, str(cache_root), Policy(read=tuple(map(str, read)), write=tuple(map(str, write))))
 
 
 def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_top: str,
@@ -100,6 +101,7 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     shutil.copy(main, design / main.name)
     (workdir / "out").mkdir(exist_ok=True)
     env = tc.env()
+    env["TMPDIR"] = str(obj)  # the compiler's temporaries stay inside what the jail may write
     flags = verilator_flags(cfg, naive)
     mvars = make_vars(cfg, tc, naive)
     kit: RuntimeKit | None = None
@@ -110,11 +112,18 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
            *sources, main.name]
     log_v = workdir / "out" / "verilator.log"
     mem, fsz = cfg.mem_limit_mb, 512
-    v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=log_v, mem_mb=mem, file_mb=fsz)
+    obj.mkdir(exist_ok=True)
+    kit_dirs = (kit.dir,) if kit else ()
+    writable = (obj, *((Path(tc.ccache_dir),) if "OBJCACHE" in mvars and tc.ccache_dir else ()))
+    jail = build_jail(cfg, cache_root, (design, *kit_dirs, *(o.parent for o in extra_objects)), writable)
+    v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=log_v, mem_mb=mem,
+                    file_mb=fsz, jail=jail)
+    if v.setup_error:
+        return BuildOutcome("harness_error", f"isolation could not be set up: {v.setup_error}", v.log, v.seconds)
     if v.timed_out:
         return BuildOutcome("timeout", f"Verilator did not finish in {cfg.build_timeout_s:.0f} s", v.log, v.seconds)
-    if v.returncode != 0:
-        status, reason = classify_failure(v.log, v.returncode)
+    if v.returncode != 0 or v.signal is not None:
+        status, reason = classify_failure(v.log, v.returncode, v.signal)
         return BuildOutcome(status, reason, v.log, v.seconds)
     make_args = dict(mvars)
     for o in (*(kit.objects if kit else ()), *extra_objects):
@@ -128,14 +137,18 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     cmd = ["make", "-s", "-C", str(obj), "-f", f"{prefix}.mk", f"-j{max(1, cfg.jobs)}",
            *(f"{k}={val}" for k, val in make_args.items())]
     log_m = workdir / "out" / "make.log"
-    m = run_limited(cmd, cwd=obj, env=env, timeout_s=remaining, log_path=log_m, mem_mb=mem, file_mb=fsz)
+    m = run_limited(cmd, cwd=obj, env=env, timeout_s=remaining, log_path=log_m, mem_mb=mem, file_mb=fsz, jail=jail)
     seconds = v.seconds + m.seconds
+    if m.setup_error:
+        return BuildOutcome("harness_error", f"isolation could not be set up: {m.setup_error}", m.log, seconds)
     if m.timed_out:
         return BuildOutcome("timeout", f"C++ compile did not finish in {cfg.build_timeout_s:.0f} s",
                             v.log + m.log, seconds)
     binary = obj / BINARY
-    if m.returncode != 0 or not binary.exists():
+    if m.returncode != 0 or m.signal is not None or not binary.exists():
+        # The design compiles with chorus's own harness (a broken design is caught there), so a
+        # failure here comes from the code this testbench made Verilator generate.
         first = next((ln for ln in m.log.splitlines() if "error" in ln.lower()), m.log.strip()[-200:])
-        return BuildOutcome("harness_error", f"C++ compile of the Verilated model failed: {first[:300]}",
-                            v.log + m.log, seconds)
+        how = f"killed by signal {m.signal}" if m.signal is not None else f"failed: {first[:300]}"
+        return BuildOutcome("compile_error", f"C++ compile of the Verilated model {how}", v.log + m.log, seconds)
     return BuildOutcome("ok", "", v.log + m.log, seconds, binary)

@@ -15,6 +15,10 @@ class SimConfig:
     output_limit_mb: int = 64  # any one file the simulation writes, stdout included
     error_limit: int = 1000  # +verilator+error+limit: $error must not end the run
     strict_instance: bool = False  # CVDP rule: pass only if the required instance name exists
+    isolation: str = "required"  # required | best_effort | off: OS isolation of builds and runs
+    disk_quota_mb: int = 256  # everything one simulation writes, in total (a tmpfs)
+    max_testbench_kb: int = 1024  # larger testbenches are rejected before any work
+    allow_dut_writes: bool = False  # permit force/release/hierarchical writes into the DUT
     opt: str = "-O0"
     jobs: int = 2  # make -j for one build
     prebuilt_runtime: bool = True
@@ -30,7 +34,7 @@ class SimConfig:
         """Settings that can change a result (not speed-only knobs)."""
         d = asdict(self)
         for k in ("build_timeout_s", "run_timeout_s", "jobs", "prebuilt_runtime", "pch", "ccache",
-                  "cache", "cache_dir", "keep_workdir"):
+                  "cache", "cache_dir", "keep_workdir", "isolation"):
             d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=list).encode()).hexdigest()[:16]
 

@@ -36,6 +36,7 @@ class Point:
     hier: str
     count: int
     source_lines: str = ""
+    module: str = ""  # the module whose code declared the point (Verilator's page field)
 
 
 def parse_coverage_text(text: str) -> list[Point]:
@@ -60,8 +61,10 @@ def _point(key: str, count: int) -> Point:
         line = int(fields.get("l", "0"))
     except ValueError:
         line = 0
+    # page is `v_<type>/<module>`: Verilator names the module itself, whatever `line says.
+    module = fields.get("page", "").partition("/")[2]
     return Point(file=fields.get("f", ""), line=line, type=fields.get("t", ""), comment=fields.get("o", ""),
-                 hier=fields.get("h", ""), count=count, source_lines=fields.get("S", ""))
+                 hier=fields.get("h", ""), count=count, source_lines=fields.get("S", ""), module=module)
 
 
 def merge_points(*point_lists: Iterable[Point]) -> list[Point]:
@@ -69,7 +72,7 @@ def merge_points(*point_lists: Iterable[Point]) -> list[Point]:
     proto: dict[tuple, Point] = {}
     for pts in point_lists:
         for p in pts:
-            k = (p.file, p.line, p.type, p.comment, p.hier, p.source_lines)
+            k = (p.file, p.line, p.type, p.comment, p.hier, p.source_lines, p.module)
             acc[k] += p.count
             proto[k] = p
     return [Point(**{**asdict(proto[k]), "count": c}) for k, c in acc.items()]

@@ -1,7 +1,7 @@
 """Static facts about a design's RTL, read with pyslang: module spans and unpacked arrays.
 
-Coverage points carry file, line and hierarchy but no module name, so the DUT's instances
-are found by which module's source span their points fall in.
+Module spans name the design's units (a testbench may not redefine them); unpacked arrays are
+left out of toggle coverage as IMC does.
 """
 from __future__ import annotations
 
@@ -67,38 +67,21 @@ def design_facts(files: tuple[tuple[str, str], ...], defines: tuple[tuple[str, s
     return DesignFacts(tuple(modules), frozenset(unpacked))
 
 
-def find_dut_instance(point_locs: dict[str, set[tuple[str, int]]], facts: DesignFacts, dut_module: str,
+def find_dut_instance(point_modules: dict[str, set[str]], dut_module: str,
                       instance_name: str) -> tuple[str | None, bool]:
     """Choose the hierarchy path to score and whether it carries the required instance name.
 
-    `point_locs` maps each hierarchy path to the (file, line) locations of its own points.
-    Preference: an instance of the DUT module named `instance_name` (shallowest first);
-    then any path named `instance_name` when the DUT module's source is unknown; then the
-    shallowest instance of the DUT module (the ECov fallback, instance_ok False).
+    `point_modules` maps each hierarchy path to the modules that declared its own points
+    (Verilator's page field). An instance of the DUT is a path whose points the DUT module
+    declared: attribution goes by instance hierarchy and module, never by the file or line a
+    point claims, which a testbench can forge with `line. Preference: the DUT instance named
+    `instance_name` (shallowest first), else the shallowest DUT instance (instance_ok False).
     """
-    paths = set()
-    for h in point_locs:
-        parts = h.split(".")
-        paths.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-    spans = facts.spans_of(dut_module)
-
-    def is_dut(path: str) -> bool:
-        locs = point_locs.get(path)
-        if not locs or not spans:
-            return False
-        inside = sum(any(f == s.file and s.start <= ln <= s.end for s in spans) for f, ln in locs)
-        return inside == len(locs)
-
-    def order(p: str) -> tuple[int, str]:
-        return (p.count("."), p)
-
-    named = sorted((p for p in paths if p.rsplit(".", 1)[-1] == instance_name), key=order)
-    named_dut = [p for p in named if is_dut(p)]
-    if named_dut:
-        return named_dut[0], True
-    if named and not spans:
+    duts = sorted((p for p, mods in point_modules.items() if dut_module in mods),
+                  key=lambda p: (p.count("."), p))
+    named = [p for p in duts if p.rsplit(".", 1)[-1] == instance_name]
+    if named:
         return named[0], True
-    duts = sorted((p for p in paths if is_dut(p)), key=order)
     if duts:
         return duts[0], False
     return None, False

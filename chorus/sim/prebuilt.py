@@ -20,7 +20,8 @@ from .cache import ResultCache, default_cache_root
 from .config import SimConfig
 from .result import SimResult
 from .runtime import RuntimeBuildError
-from .simulate import run_and_score, stage_design, task_facts
+from .execute import run_binary, score_run
+from .simulate import stage_design, task_facts
 from .svlex import top_modules
 from .toolchain import ToolchainError, find_toolchain
 
@@ -105,7 +106,7 @@ def _build_into(task, harness_sv, cfg, tc, root, binary: Path) -> SimResult | No
 
 def run_harness(task: Task, harness_sv: str, files: dict[str, str], cfg: SimConfig | None = None,
                 cache_tag: str = "") -> SimResult:
-    """Run the design's prebuilt harness with `files` written into its working directory."""
+    """Run the design's prebuilt harness with `files` readable as `../in/<name>` from its working directory."""
     cfg = cfg or SimConfig()
     t0 = time.monotonic()
     cache = ResultCache(default_cache_root(cfg.cache_dir)) if cfg.cache else None
@@ -121,13 +122,8 @@ def run_harness(task: Task, harness_sv: str, files: dict[str, str], cfg: SimConf
         return failure
     workdir = Path(tempfile.mkdtemp(prefix="chorus-run-"))
     try:
-        run, out = workdir / "run", workdir / "out"
-        run.mkdir()
-        out.mkdir()
-        for name, text in files.items():
-            (run / name).write_text(text)
-        facts = task_facts(task)
-        result = run_and_score(task, cfg, binary, run, out, facts, {})
+        r, rec = run_binary(cfg, default_cache_root(cfg.cache_dir), binary, workdir, files)
+        result = score_run(task, cfg, r, rec, task_facts(task), {})
     finally:
         if not cfg.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Run a command in its own process group under resource limits, with a trimmed log."""
+"""Run a command in its own process group under resource limits and OS isolation, with a trimmed log."""
 from __future__ import annotations
 
 import os
@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .isolation import Policy, jail_prefix
+
 
 @dataclass
 class RunOutcome:
@@ -17,11 +19,24 @@ class RunOutcome:
     timed_out: bool
     seconds: float
     log: str
+    signal: int | None = None  # the signal that ended the command itself, as the jail saw it
+    setup_error: str | None = None  # the jail could not set up a required layer; nothing ran
+
+
+@dataclass(frozen=True)
+class Jail:
+    """How to isolate one command: the mode (required | best_effort | off), where the jail
+    binary is cached, and the policy (what it may read and write)."""
+    mode: str
+    cache_root: str
+    policy: Policy
 
 
 def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path,
-                mem_mb: int, file_mb: int, cpu_s: float | None = None) -> RunOutcome:
-    """Run `cmd` in its own process group with rlimits; kill the whole group on timeout."""
+                mem_mb: int, file_mb: int, cpu_s: float | None = None, jail: Jail | None = None,
+                pass_fds: tuple[int, ...] = ()) -> RunOutcome:
+    """Run `cmd` in its own process group with rlimits, isolated by `jail`; kill the whole
+    tree on timeout. Returns only when every process of the command has exited."""
 
     def limits() -> None:
         os.setsid()
@@ -40,23 +55,52 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
         fired.set()
         _killpg(pid)
 
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, preexec_fn=limits)
-        # A timer thread kills on timeout, so the wait itself blocks in waitpid: Popen.wait's
-        # own timeout polls with sleeps, which cost tens of ms per short simulation.
-        timer = threading.Timer(timeout_s, kill_group, args=(proc.pid,))
-        timer.daemon = True
-        timer.start()
-        try:
-            proc.wait()
-        finally:
-            timer.cancel()
-            _killpg(proc.pid)  # leftovers of the group (e.g. make's children)
-            proc.wait()
+    report_r = report_w = None
+    if jail is not None and jail.mode != "off":
+        report_r, report_w = os.pipe()
+        cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w), *cmd]
+    try:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, preexec_fn=limits,
+                                    pass_fds=(*pass_fds, *((report_w,) if report_w is not None else ())))
+            if report_w is not None:
+                os.close(report_w)
+                report_w = None
+            # A timer thread kills on timeout, so the wait itself blocks in waitpid: Popen.wait's
+            # own timeout polls with sleeps, which cost tens of ms per short simulation.
+            timer = threading.Timer(timeout_s, kill_group, args=(proc.pid,))
+            timer.daemon = True
+            timer.start()
+            try:
+                proc.wait()
+            finally:
+                timer.cancel()
+                _killpg(proc.pid)  # leftovers of the group (e.g. make's children)
+                proc.wait()
+        report = _read_report(report_r) if report_r is not None else ""
+    finally:
+        for fd in (report_r, report_w):
+            if fd is not None:
+                os.close(fd)
     timed_out = fired.is_set()
-    return RunOutcome(None if timed_out else proc.returncode, timed_out, time.monotonic() - start,
-                      trim_log(log_path))
+    kind, _, value = report.partition(" ")
+    sig = int(value) if kind == "signal" and value.isdigit() else None
+    if report_r is None and proc.returncode is not None and proc.returncode < 0:
+        sig = -proc.returncode
+    setup = value.strip() if kind == "setup" else None
+    code = None if timed_out else (int(value) if kind == "exit" and value.isdigit() else proc.returncode)
+    return RunOutcome(code, timed_out, time.monotonic() - start, trim_log(log_path), sig, setup)
+
+
+def _read_report(fd: int) -> str:
+    """The jail's one-line verdict; every writer is gone by now, so this never blocks."""
+    os.set_blocking(fd, False)
+    try:
+        data = os.read(fd, 4096)
+    except BlockingIOError:
+        data = b""
+    return data.decode("ascii", "replace").strip().splitlines()[0] if data.strip() else ""
 
 
 def _killpg(pid: int) -> None:

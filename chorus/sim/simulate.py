@@ -6,23 +6,19 @@ for bad testbench input.
 """
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path, PurePosixPath
 
 from ..tasks.schema import Task
 from .build import build, build_fingerprint
 from .cache import ResultCache, default_cache_root, result_key
 from .config import SimConfig
-from .coverage import CoverageFormatError, compute_metrics, parse_coverage_file
-from .design import design_facts, find_dut_instance
+from .design import design_facts
+from .execute import run_binary, score_run
 from .result import SimResult
 from .runtime import RuntimeBuildError
-from .process import run_limited
 from .sandbox import rewrite_stop_as_finish, scan_testbench
 from .svlex import top_modules
 from .toolchain import ToolchainError, find_toolchain
@@ -74,8 +70,8 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
     tb_name = "verif/" + PurePosixPath(_safe_relpath(task.tb_name) or "tb.sv").name
     workdir = Path(tempfile.mkdtemp(prefix="chorus-sim-"))
     try:
-        design, run, out = workdir / "design", workdir / "run", workdir / "out"
-        for d in (design, run, out):
+        design, out = workdir / "design", workdir / "out"
+        for d in (design, out):
             d.mkdir()
         sources = stage_design(task, design)
         if isinstance(sources, SimResult):
@@ -90,7 +86,8 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         seconds = {"build": round(b.seconds, 4)}
         if b.status != "ok":
             return SimResult(b.status, b.reason, build_log=b.log, seconds=seconds)
-        return run_and_score(task, cfg, b.binary, run, out, facts, seconds, b.log)
+        r, rec = run_binary(cfg, root, b.binary, workdir, {})
+        return score_run(task, cfg, r, rec, facts, seconds, b.log)
     finally:
         if not cfg.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -107,53 +104,3 @@ def stage_design(task: Task, design: Path) -> list[str] | SimResult:
         (design / rel).write_text(text)
         sources.append(rel)
     return sources
-
-
-def run_and_score(task: Task, cfg: SimConfig, binary: Path, run: Path, out: Path, facts, seconds: dict,
-                  build_log: str = "", extra_args: tuple[str, ...] = (), extra_env: dict | None = None) -> SimResult:
-    """Run a built simulation in `run` (its working dir) and score the DUT's coverage from `out`."""
-    cov_path, status_path = out / "coverage.dat", out / "status.json"
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C",
-           "CHORUS_COV_OUT": str(cov_path), "CHORUS_STATUS_OUT": str(status_path),
-           "CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns)), **(extra_env or {})}
-    cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", *extra_args]
-    r = run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
-                    mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=cfg.run_timeout_s + 5)
-    seconds["run"] = round(r.seconds, 4)
-    if r.timed_out:
-        return SimResult("timeout", f"simulation did not end within {cfg.run_timeout_s:.0f} s wall clock "
-                         "(a zero-delay loop?)", build_log=build_log, run_log=r.log, seconds=seconds)
-    try:
-        end = json.loads(status_path.read_text()).get("end")
-    except (OSError, json.JSONDecodeError):
-        end = None
-    if end is None or not cov_path.exists():
-        how = f"signal {-r.returncode}" if (r.returncode or 0) < 0 else f"exit code {r.returncode}"
-        hint = " (output or memory limit?)" if (r.returncode or 0) < 0 else ""
-        return SimResult("runtime_error", f"simulation crashed with {how}{hint}; no coverage written",
-                         build_log=build_log, run_log=r.log, seconds=seconds)
-    t = time.monotonic()
-    try:
-        points = parse_coverage_file(cov_path)
-    except CoverageFormatError as exc:
-        return SimResult("harness_error", str(exc), build_log=build_log, run_log=r.log, seconds=seconds)
-    locs: dict[str, set] = defaultdict(set)
-    for p in points:
-        locs[p.hier].add((p.file, p.line))
-    path, instance_ok = find_dut_instance(locs, facts, task.top, task.instance)
-    if path is None:
-        report = None
-        status, reason = "ok", (f"no coverage points of module {task.top}: it is not instantiated, or nothing in "
-                                f"it can ever change (all inputs tied to constants) and Verilator removed it")
-    else:
-        report = compute_metrics(points, path, instance_ok, facts.unpacked, task.rtl)
-        status, reason = "ok", ""
-        if not instance_ok:
-            reason = f"DUT not instantiated as '{task.instance}'; scored {path} instead"
-    if end == "output_limit":
-        status, reason = "runtime_error", (f"output limit of {cfg.output_limit_mb} MB exceeded; "
-                                           "simulation stopped early (coverage kept)")
-    elif end == "fatal":
-        status, reason = "runtime_error", "simulation aborted on a fatal error (coverage kept)"
-    seconds["coverage"] = round(time.monotonic() - t, 4)
-    return SimResult(status, reason, report, end, build_log, r.log, seconds)

@@ -29,6 +29,7 @@ class Toolchain:
     version: str
     cxx: str
     ccache: str | None
+    ccache_dir: str | None = None  # where ccache writes (a jailed build may write there)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -60,7 +61,11 @@ def find_toolchain() -> Toolchain:
     out = subprocess.run([str(binary), "--version"], env=env, capture_output=True, text=True, timeout=60)
     version = (out.stdout or out.stderr).strip()
     ccache = None if os.environ.get("CHORUS_NO_CCACHE") else shutil.which("ccache")
-    return Toolchain(root=root, verilator=binary, version=version, cxx=cxx, ccache=ccache)
+    ccache_dir = None
+    if ccache:
+        got = subprocess.run([ccache, "-k", "cache_dir"], capture_output=True, text=True, timeout=60)
+        ccache_dir = got.stdout.strip() or None
+    return Toolchain(root=root, verilator=binary, version=version, cxx=cxx, ccache=ccache, ccache_dir=ccache_dir)
 
 
 @functools.lru_cache(maxsize=4)

@@ -70,7 +70,7 @@ def body_testbench(task: Task, amap: AliasMap, body: str, reset_cycles: int = 2,
     return "\n".join(lines)
 
 
-def vectors_harness(task: Task, amap: AliasMap, reset_cycles: int = 2, data_file: str = "stim.dat") -> str:
+def vectors_harness(task: Task, amap: AliasMap, reset_cycles: int = 2, data_file: str = "../in/stim.dat") -> str:
     """Reads records `<cycles> <reset> <n> (<input index> <hex value>)*` from `data_file`."""
     width = max([a.width for a in amap.inputs] + [1])
     lines = prelude(task, amap)

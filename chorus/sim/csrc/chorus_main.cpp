@@ -9,49 +9,87 @@
 #include "verilated.h"
 #include "verilated_cov.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 static volatile std::sig_atomic_t g_output_limit = 0;
 static VerilatedContext* g_ctx = nullptr;
-static std::string g_cov_path;
-static std::string g_status_path;
+static int g_result_fd = -1;
 static bool g_written = false;
+// Coverage is staged in the working directory (Verilator writes it by file name only). Space
+// for it is reserved before any testbench code runs, so a testbench that fills its disk quota
+// still leaves room for its coverage.
+static const char* kStage = ".chorus_coverage.dat";
+static const off_t kReserve = 4 << 20;
 
 static void on_xfsz(int) { g_output_limit = 1; }
+
+static bool write_all(int fd, const char* p, size_t n) {
+    while (n > 0) {
+        ssize_t w = ::write(fd, p, n);
+        if (w <= 0) return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
 
 static void write_results(const char* reason) {
     if (g_written || !g_ctx) return;
     g_written = true;
+    std::signal(SIGXFSZ, SIG_IGN);
+    if (int fd = ::open(kStage, O_WRONLY | O_TRUNC | O_CLOEXEC); fd >= 0) ::close(fd);  // free the reserve
     g_ctx->coveragep()->forcePerInstance(true);
-    g_ctx->coveragep()->write(g_cov_path.c_str());
-    if (FILE* f = std::fopen(g_status_path.c_str(), "w")) {
-        std::fprintf(f, "{\"end\": \"%s\", \"time\": %llu, \"precision\": %d, \"errors\": %d}\n",
-                     reason, (unsigned long long)g_ctx->time(), (int)g_ctx->timeprecision(),
-                     (int)g_ctx->errorCount());
-        std::fclose(f);
+    g_ctx->coveragep()->write(kStage);
+    std::string cov;
+    if (int fd = ::open(kStage, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); fd >= 0) {
+        char buf[1 << 16];
+        ssize_t n;
+        while ((n = ::read(fd, buf, sizeof buf)) > 0) cov.append(buf, (size_t)n);
+        ::close(fd);
     }
+    ::unlink(kStage);
+    char status[256];
+    std::snprintf(status, sizeof status,
+                  "{\"end\": \"%s\", \"time\": %llu, \"precision\": %d, \"errors\": %d}",
+                  reason, (unsigned long long)g_ctx->time(), (int)g_ctx->timeprecision(),
+                  (int)g_ctx->errorCount());
+    std::string frame = std::string("chorus-result 1\nstatus ") + status + "\ncoverage "
+                        + std::to_string(cov.size()) + "\n" + cov + "end\n";
+    write_all(g_result_fd, frame.data(), frame.size());
+    ::close(g_result_fd);
+    g_result_fd = -1;
 }
 
 static void on_exit_cb(void*) { write_results("fatal"); }
 
 int main(int argc, char** argv) {
-    const char* cov = std::getenv("CHORUS_COV_OUT");
-    const char* status = std::getenv("CHORUS_STATUS_OUT");
+    const char* fd_s = std::getenv("CHORUS_RESULT_FD");
     const char* max_ns_s = std::getenv("CHORUS_MAX_TIME_NS");
-    if (!cov || !status) {
-        std::fprintf(stderr, "chorus_main: CHORUS_COV_OUT and CHORUS_STATUS_OUT must be set\n");
+    if (!fd_s) {
+        std::fprintf(stderr, "chorus_main: CHORUS_RESULT_FD must be set\n");
         return 2;
     }
-    g_cov_path = cov;
-    g_status_path = status;
+    g_result_fd = std::atoi(fd_s);
+    if (::fcntl(g_result_fd, F_SETFD, FD_CLOEXEC) != 0) {
+        std::fprintf(stderr, "chorus_main: CHORUS_RESULT_FD is not an open descriptor\n");
+        return 2;
+    }
     const double max_ns = max_ns_s ? std::atof(max_ns_s) : 1e7;
-    unsetenv("CHORUS_COV_OUT");
-    unsetenv("CHORUS_STATUS_OUT");
+    unsetenv("CHORUS_RESULT_FD");
+    std::signal(SIGXFSZ, SIG_IGN);  // a reserve above the file-size limit just fails
+    if (int fd = ::open(kStage, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) {
+        ::posix_fallocate(fd, 0, kReserve);
+        ::close(fd);
+    }
     std::signal(SIGXFSZ, on_xfsz);
 
     const std::unique_ptr<VerilatedContext> contextp{new VerilatedContext};

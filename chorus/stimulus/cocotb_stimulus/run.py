@@ -18,7 +18,10 @@ from ...sim.config import SimConfig
 from ...sim.result import SimResult
 from ...sim.runtime import RuntimeBuildError, ensure_runtime
 from ...sim.prebuilt import cached_binary, store_binary
-from ...sim.simulate import run_and_score, stage_design, task_facts
+from ...sim.execute import RunRecord, jail_for, score_run
+from ...sim.isolation import Policy
+from ...sim.process import run_limited
+from ...sim.simulate import stage_design, task_facts
 from ...sim.toolchain import ToolchainError, find_toolchain, flagset_key
 from ...tasks.schema import Task
 from ..aliases import AliasMap, alias_map
@@ -155,6 +158,34 @@ def _error_from_log(log: str) -> str:
     return f"an exception at line {line} in a task it started (see the run log)"
 
 
+def _run_once(task: Task, cfg: SimConfig, binary: Path, workdir: Path, env: dict) -> tuple[SimResult, dict | None]:
+    """One jailed run of the cocotb binary. Only chorus's harness runs in the simulator process
+    (the stimulus runs in a locked-down child of it), so the harness and cocotb's main may write
+    status and coverage into the run directory; they are read after the whole tree is dead."""
+    run, out = workdir / "run", workdir / "out"
+    out.mkdir(exist_ok=True)
+    root = default_cache_root(cfg.cache_dir)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C",
+           "CHORUS_STATUS_OUT": str(run / "status.json"), **env}
+    cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", "--coverage-per-instance",
+           f"+verilator+coverage+file+{run / 'coverage.dat'}"]
+    policy = Policy(read=(str(binary.parent),), write=(str(run),), chdir=str(run))
+    r = run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
+                    mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=cfg.run_timeout_s + 5,
+                    jail=jail_for(cfg, root, policy))
+    try:
+        status = json.loads((run / "status.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        status = None
+    try:
+        coverage = (run / "coverage.dat").read_text(errors="replace")
+    except OSError:
+        coverage = None
+    end = status.get("end") if isinstance(status, dict) else None
+    record = RunRecord(end if isinstance(end, str) else None, coverage)
+    return score_run(task, cfg, r, record, task_facts(task), {}), status
+
+
 def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
     """Run a checked stimulus module against the design's cached cocotb build and score coverage."""
     t0 = time.monotonic()
@@ -169,19 +200,11 @@ def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
         return hit
     workdir = Path(tempfile.mkdtemp(prefix="chorus-cocotb-"))
     try:
-        run, out = workdir / "run", workdir / "out"
+        run = workdir / "run"
         run.mkdir()
-        out.mkdir()
         (run / STIMULUS_FILE).write_text(text)
         (run / f"{HARNESS_MODULE}.py").write_text(HARNESS)
-        facts = task_facts(task)
-        args = ("--coverage-per-instance", f"+verilator+coverage+file+{out / 'coverage.dat'}")
-        result = run_and_score(task, cfg, binary, run, out, facts, {}, extra_args=args,
-                               extra_env=_env(run, amap, opts, cfg))
-        try:
-            status = json.loads((out / "status.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            status = None
+        result, status = _run_once(task, cfg, binary, workdir, _env(run, amap, opts, cfg))
         if status is None and result.status == "runtime_error":
             tail = [ln for ln in result.run_log.splitlines() if ln.strip()][-1:] or ["no output"]
             result.status = "harness_error"
