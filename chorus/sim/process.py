@@ -34,7 +34,7 @@ class Jail:
 
 def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path,
                 mem_mb: int, file_mb: int, cpu_s: float | None = None, jail: Jail | None = None,
-                pass_fds: tuple[int, ...] = ()) -> RunOutcome:
+                pass_fds: tuple[int, ...] = (), stdout_path: Path | None = None) -> RunOutcome:
     """Run `cmd` in its own process group with rlimits, isolated by `jail`; kill the whole
     tree on timeout. Returns only when every process of the command has exited."""
 
@@ -60,9 +60,11 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
         report_r, report_w = os.pipe()
         cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w), *cmd]
     try:
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, preexec_fn=limits,
+        with open(log_path, "wb") as log, open(stdout_path or os.devnull, "wb") as out:
+            # stdout joins the log unless the caller wants it whole (e.g. preprocessed source).
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=out if stdout_path else log,
+                                    stderr=subprocess.STDOUT if stdout_path is None else log, preexec_fn=limits,
                                     pass_fds=(*pass_fds, *((report_w,) if report_w is not None else ())))
             if report_w is not None:
                 os.close(report_w)

@@ -6,6 +6,7 @@ for bad testbench input.
 """
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 import time
@@ -19,8 +20,9 @@ from .design import design_facts
 from .execute import run_binary, score_run
 from .result import SimResult
 from .runtime import RuntimeBuildError
-from .sandbox import rewrite_stop_as_finish, scan_testbench
-from .svlex import top_modules
+from . import safety
+from .design_check import design_problem
+from .preprocess import preprocess
 from .toolchain import ToolchainError, find_toolchain
 
 
@@ -58,14 +60,11 @@ def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) ->
 
 
 def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Path) -> SimResult:
+    if not testbench.strip():
+        return SimResult("rejected", "empty testbench")
+    if len(testbench.encode("utf-8", "replace")) > cfg.max_testbench_kb * 1024:
+        return SimResult("rejected", f"the testbench is larger than simulator.max_testbench_kb={cfg.max_testbench_kb} KB")
     facts = task_facts(task)
-    reason = scan_testbench(testbench, facts.module_names)
-    if reason:
-        return SimResult("rejected", reason)
-    tops = top_modules(testbench)
-    if not tops:
-        return SimResult("compile_error", "the testbench declares no top-level module")
-    tb_top = tops[-1]
     # The testbench lives in verif/ as in CVDP's layout, so it never shadows an RTL file.
     tb_name = "verif/" + PurePosixPath(_safe_relpath(task.tb_name) or "tb.sv").name
     workdir = Path(tempfile.mkdtemp(prefix="chorus-sim-"))
@@ -77,13 +76,20 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         if isinstance(sources, SimResult):
             return sources
         (design / tb_name).parent.mkdir(parents=True, exist_ok=True)
-        (design / tb_name).write_text(rewrite_stop_as_finish(testbench))
+        (design / tb_name).write_text(testbench)
+        checked = checked_testbench(task, tc, cfg, root, workdir, sources, tb_name)
+        if isinstance(checked, SimResult):
+            return checked
+        text, tb_top = checked
+        (design / tb_name).write_text(text)  # build exactly the text that was checked
         sources.append(tb_name)
         try:
             b = build(tc, cfg, workdir, sources, tb_top, task.defines, root, naive=cfg.naive_build)
         except RuntimeBuildError as exc:
             return SimResult("harness_error", str(exc).splitlines()[0])
         seconds = {"build": round(b.seconds, 4)}
+        if b.status == "compile_error" and (broken := design_problem(task, tc, cfg, root)):
+            return SimResult("harness_error", broken, build_log=b.log, seconds=seconds)
         if b.status != "ok":
             return SimResult(b.status, b.reason, build_log=b.log, seconds=seconds)
         r, rec = run_binary(cfg, root, b.binary, workdir, {})
@@ -91,6 +97,41 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
     finally:
         if not cfg.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path, sources: list[str],
+                      tb_name: str) -> tuple[str, str] | SimResult:
+    """The preprocessed testbench and its top module, or the result that stops the run here."""
+    pre = preprocess(tc, cfg, root, workdir, sources, tb_name, task.defines)
+    if pre.status == "setup":
+        return SimResult("harness_error", pre.reason)
+    if pre.status == "too_large":
+        return SimResult("rejected", pre.reason, build_log=pre.log)
+    if pre.status != "ok":
+        broken = design_problem(task, tc, cfg, root)
+        return SimResult("harness_error", broken, build_log=pre.log) if broken else \
+            SimResult("compile_error", pre.reason, build_log=pre.log)
+    rtl_tree = safety.parse(pre.rtl, "rtl")
+    if not cfg.trust_task_rtl and (why := rtl_host_access(pre.rtl)):
+        return SimResult("harness_error", f"task {task.id}: its RTL {why}; set tasks.trusted=true only for RTL "
+                         "you trust (it would run as host code)")
+    tree = safety.parse(pre.testbench, tb_name)
+    why = safety.check_testbench(tree, rtl_tree, cfg.allow_dut_writes)
+    if why:
+        return SimResult("rejected", why)
+    tops = safety.top_modules(tree)
+    if not tops:
+        return SimResult("compile_error", "the testbench declares no top-level module")
+    return safety.rewrite_stop_as_finish(tree, pre.testbench), tops[-1]
+
+
+@functools.lru_cache(maxsize=256)
+def rtl_host_access(rtl_text: str) -> str | None:
+    try:
+        safety.check_host_access(safety.parse(rtl_text, "rtl"))
+    except safety.Unsafe as exc:
+        return str(exc).split(": ", 1)[-1]
+    return None
 
 
 def stage_design(task: Task, design: Path) -> list[str] | SimResult:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 TOKEN = re.compile(
-    r"""(?P<comment>//[^\n]*|/\*.*?\*/)
+    r"""(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))
       |(?P<string>"(?:[^"\\\n]|\\.)*")
       |(?P<directive>`[A-Za-z_][\w$]*)
       |(?P<systask>\$[A-Za-z_][\w$]*)

@@ -1,0 +1,56 @@
+"""Does the task's RTL compile on its own? Asked only when a testbench's build fails, to decide
+whose fault it is: the testbench's (compile_error) or the task's (harness_error). Text in the
+build log cannot decide it, because the testbench controls much of that text."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..tasks.schema import Task
+from .build import build_jail, verilator_flags
+from .config import SimConfig
+from .process import run_limited
+from .toolchain import Toolchain
+
+MAX_RTL_MB = 16
+_KNOWN: dict[str, str | None] = {}
+
+
+def design_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
+    """None when the RTL lints cleanly with Verilator, else a one-line task error."""
+    size = sum(len(t) for t in task.rtl.values())
+    if size > MAX_RTL_MB << 20:
+        return f"task {task.id}: its RTL is {size >> 20} MB, over {MAX_RTL_MB} MB"
+    key = hashlib.sha256(repr((sorted(task.rtl.items()), sorted(task.defines.items()), task.top,
+                               tc.version)).encode()).hexdigest()
+    if key not in _KNOWN:
+        _KNOWN[key] = _lint(task, tc, cfg, cache_root)
+    return _KNOWN[key]
+
+
+def _lint(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
+    from .simulate import stage_design  # local: simulate imports this module
+
+    workdir = Path(tempfile.mkdtemp(prefix="chorus-lint-"))
+    try:
+        design = workdir / "design"
+        design.mkdir()
+        sources = stage_design(task, design)
+        if not isinstance(sources, list):
+            return sources.reason
+        flags = [f for f in verilator_flags(cfg) if f not in ("--cc", "--exe")]
+        cmd = [str(tc.verilator), "--lint-only", *flags, "--top-module", task.top,
+               *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in task.defines.items()), *sources]
+        r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=workdir / "lint.log",
+                        mem_mb=cfg.mem_limit_mb, file_mb=64, jail=build_jail(cfg, cache_root, (design,), ()))
+        if r.setup_error:
+            return f"isolation could not be set up: {r.setup_error}"
+        if r.timed_out or r.signal is not None or r.returncode != 0:
+            errors = [ln.strip() for ln in r.log.splitlines() if ln.startswith("%Error")]
+            why = errors[0][:300] if errors else f"Verilator exit {r.returncode}, signal {r.signal}"
+            return f"task {task.id}: its RTL does not compile on its own: {why}"
+        return None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,284 @@
+"""Is a testbench safe to build? Decided on the source Verilator will compile, parsed by pyslang.
+
+simulate() first runs Verilator's own preprocessor over the design and the testbench (jailed,
+in the same order and with the same defines as the build), then checks the testbench's part of
+that output here and compiles exactly that text. Macro pasting, `include, `line and escaped
+identifiers are therefore already resolved the way Verilator resolves them, and a real SV lexer
+and parser (pyslang) reads what is left: no raw-text patterns.
+
+Rejected (status `rejected`, with the line and the construct named):
+- system tasks outside the IEEE 1800 set (Verilator's $c family, $system, ...) and file tasks
+  whose file name is not a plain relative string literal;
+- DPI imports/exports, `bind`, `config`, and directives that embed C++ or Verilator
+  configuration (`systemc_*, `verilator_config), and Verilator metacomments outside a harmless set;
+- redefining a design unit, or defining a module the design instantiates;
+- writes into the DUT's internals (force/release/assign/deassign, assignments, increments,
+  output arguments of calls, aliases, defparams on a hierarchical name through a design
+  instance) unless simulator.allow_dut_writes; reading internals stays allowed.
+"""
+from __future__ import annotations
+
+import re
+
+from pyslang import parsing, syntax
+
+from .stdtasks import FILE_TASKS, READ_ONLY_TASKS, STANDARD_TASKS
+
+_SK = syntax.SyntaxKind
+_TK = parsing.TokenKind
+_DESIGN_DECLS = {_SK.ModuleDeclaration, _SK.InterfaceDeclaration, _SK.ProgramDeclaration, _SK.PackageDeclaration,
+                 _SK.UdpDeclaration, _SK.ClassDeclaration}
+_HARMLESS_DIRECTIVES = {"`timescale", "`default_nettype", "`resetall", "`celldefine", "`endcelldefine",
+                        "`unconnected_drive", "`nounconnected_drive", "`begin_keywords", "`end_keywords", "`line",
+                        "`pragma"}
+_METACOMMENT = re.compile(r"/\*\s*verilator\s+(\w+)", re.I)
+_HARMLESS_META = {"lint_off", "lint_on", "lint_save", "lint_restore", "public", "public_flat", "public_flat_rd",
+                  "public_flat_rw", "public_module", "coverage_off", "coverage_on", "coverage_block_off",
+                  "tracing_off", "tracing_on", "full_case", "parallel_case", "isolate_assignments",
+                  "no_inline_module", "inline_module", "clocker", "no_clocker", "sformat", "split_var", "tag",
+                  "timing_on", "timing_off"}
+_ASSIGN_KINDS = {k for k in _SK.__members__.values() if k.name.endswith("AssignmentExpression")}
+_STEP_KINDS = {_SK.PostincrementExpression, _SK.PostdecrementExpression, _SK.UnaryPreincrementExpression,
+               _SK.UnaryPredecrementExpression}
+_PROC_WRITES = {_SK.ProceduralForceStatement, _SK.ProceduralReleaseStatement, _SK.ProceduralAssignStatement,
+                _SK.ProceduralDeassignStatement}
+
+
+class Unsafe(Exception):
+    """Why a source must not be built: one line naming the construct and where it is."""
+
+
+def _line(tree, node) -> int:
+    return tree.sourceManager.getLineNumber(node.sourceRange.start)
+
+
+def _text(node) -> str:
+    return str(node).strip()
+
+
+def _name(tok) -> str:
+    return tok.valueText.lstrip("\\")
+
+
+def check_host_access(tree, allow_file_tasks: bool = True) -> None:
+    """Raise Unsafe for anything that reaches the host: C++, shell, DPI, files outside the run dir."""
+    for tok, trivia in _tokens_and_trivia(tree):
+        for tr in trivia:
+            if tr.kind == parsing.TriviaKind.Directive:
+                d = tr.syntax().directive.valueText
+                if d not in _HARMLESS_DIRECTIVES:
+                    raise Unsafe(f"line {_line(tree, tr.syntax())}: directive {d} is not allowed")
+            elif tr.kind == parsing.TriviaKind.BlockComment:
+                m = _METACOMMENT.match(tr.getRawText())
+                if m and m.group(1).lower() not in _HARMLESS_META:
+                    raise Unsafe(f"line {tree.sourceManager.getLineNumber(tok.location)}: Verilator metacomment "
+                                 f"`verilator {m.group(1)}` is not allowed")
+        if tok.kind == _TK.SystemIdentifier and tok.valueText not in STANDARD_TASKS:
+            raise Unsafe(f"line {tree.sourceManager.getLineNumber(tok.location)}: {tok.valueText} is not allowed "
+                         "(host code or shell access, or not an IEEE 1800 system task)")
+    for node in _nodes(tree):
+        if node.kind in (_SK.DPIImport, _SK.DPIExport):
+            raise Unsafe(f"line {_line(tree, node)}: DPI {'import' if node.kind == _SK.DPIImport else 'export'} "
+                         "is not allowed")
+        if node.kind == _SK.BindDirective:
+            raise Unsafe(f"line {_line(tree, node)}: bind is not allowed (it would add code inside the DUT)")
+        if node.kind in (_SK.ConfigDeclaration, _SK.LibraryDeclaration):
+            raise Unsafe(f"line {_line(tree, node)}: configurations and libraries are not allowed")
+        if node.kind == _SK.InvocationExpression and node.left.kind == _SK.SystemName:
+            task = node.left.systemIdentifier.valueText
+            if task in FILE_TASKS:
+                _check_file_argument(tree, node, task)
+
+
+def _check_file_argument(tree, node, task: str) -> None:
+    args = list(node.arguments.parameters) if node.arguments else []
+    first = args[0].expr if args and hasattr(args[0], "expr") else None
+    while first is not None and first.kind in (_SK.SimplePropertyExpr, _SK.SimpleSequenceExpr):
+        first = first.expr  # call arguments parse as property expressions
+    if first is None or first.kind != _SK.StringLiteralExpression:
+        raise Unsafe(f"line {_line(tree, node)}: {task} needs a string-literal file name")
+    path = first.literal.valueText
+    bad = None
+    if not path.strip():
+        bad = "an empty file name"
+    elif path.startswith(("/", "~", "\\")) or re.match(r"^[A-Za-z]:", path):
+        bad = f'an absolute path "{path}"'
+    elif ".." in re.split(r"[\\/]", path):
+        bad = f'a path leaving the working directory "{path}"'
+    elif "\\" in path or "\x00" in path or any(ord(c) < 32 for c in path):
+        bad = f"an unusual file name {path!r}"
+    if bad:
+        raise Unsafe(f"line {_line(tree, node)}: {task} with {bad}; use a file in the working directory")
+
+
+def check_design_units(tree, design_units: set[str], instantiated: set[str]) -> None:
+    """The testbench may not replace the design or supply modules the design instantiates."""
+    protected = design_units | instantiated
+    for node in _nodes(tree):
+        if node.kind in _DESIGN_DECLS:
+            name = _name(node.header.name if node.kind != _SK.ClassDeclaration else node.name)
+            if name in protected:
+                what = "redefines design unit" if name in design_units else "defines module"
+                tail = "; instantiate the RTL instead" if name in design_units else \
+                    ", which the design instantiates; it would count as the DUT's code"
+                raise Unsafe(f"line {_line(tree, node)}: the testbench {what} '{name}'{tail}")
+
+
+def dut_instance_names(tree, design_units: set[str]) -> set[str]:
+    """Names of every instance of a design module the testbench creates."""
+    names = set()
+    for node in _nodes(tree):
+        if node.kind == _SK.HierarchyInstantiation and _name(node.type) in design_units:
+            for inst in node.instances:
+                if getattr(inst, "decl", None) is not None:
+                    names.add(_name(inst.decl.name))
+    return names
+
+
+def check_dut_writes(tree, design_units: set[str]) -> None:
+    """Raise Unsafe when the testbench writes through a hierarchical name into a DUT instance."""
+    duts = dut_instance_names(tree, design_units)
+    if not duts:
+        return
+    writers = _writing_subroutines(tree)
+    for node in _nodes(tree):
+        targets, what = [], ""
+        if node.kind in _ASSIGN_KINDS:
+            targets, what = [node.left], "an assignment to"
+        elif node.kind in _STEP_KINDS:
+            targets, what = [node.operand], "an increment of"
+        elif node.kind in _PROC_WRITES:
+            targets, what = [node.variable if hasattr(node, "variable") else node.expr], node.keyword.valueText
+        elif node.kind in (_SK.NetAlias,):
+            targets, what = list(node.nets), "an alias of"
+        elif node.kind == _SK.DefParam:
+            targets, what = [a.name for a in node.assignments], "a defparam on"
+        elif node.kind == _SK.InvocationExpression and node.arguments:
+            callee = (node.left.systemIdentifier.valueText if node.left.kind == _SK.SystemName
+                      else _text(node.left).split(".")[-1].lstrip("\\"))
+            read_only = callee in READ_ONLY_TASKS if node.left.kind == _SK.SystemName else callee not in writers
+            if not read_only:
+                targets, what = [a for a in node.arguments.parameters], f"an output argument of {callee} to"
+        for t in targets:
+            hit = _dut_path(t, duts)
+            if hit:
+                raise Unsafe(f"line {_line(tree, node)}: {what} {hit} writes into the DUT's internals; drive its "
+                             "ports instead (reading internals is fine; simulator.allow_dut_writes=true permits it)")
+
+
+def _dut_path(node, duts: set[str]) -> str | None:
+    """The first dotted name under `node` that passes through a DUT instance, e.g. `uut.state`."""
+    for n in _walk(node):
+        if n.kind == _SK.ScopedName:
+            parts = [_name(t) for t in _identifier_tokens(n)]
+            if any(p in duts for p in parts[:-1]):
+                return ".".join(parts)
+    return None
+
+
+def _writing_subroutines(tree) -> set[str]:
+    """User tasks/functions with an output, inout or ref formal: their arguments may be written."""
+    out = set()
+    for node in _nodes(tree):
+        if node.kind in (_SK.TaskDeclaration, _SK.FunctionDeclaration):
+            text = _text(node)
+            if re.search(r"\b(output|inout|ref)\b", text):
+                name = node.prototype.name
+                out.add(_text(name).split("::")[-1].split(".")[-1].lstrip("\\"))
+    return out
+
+
+# ---------------------------------------------------------------- tree walking (iterative: no recursion limit)
+
+def _walk(root):
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, parsing.Token) or n is None:
+            continue
+        yield n
+        stack.extend(reversed([c for c in _children(n)]))
+
+
+def _children(n):
+    try:
+        return [n[i] for i in range(len(n))]
+    except TypeError:
+        return []
+
+
+def _nodes(tree):
+    return _walk(tree.root)
+
+
+def _identifier_tokens(node):
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, parsing.Token):
+            if n.kind in (_TK.Identifier, _TK.RootSystemName, _TK.UnitSystemName):
+                out.append(n)
+            continue
+        stack.extend(reversed(_children(n)))
+    return out
+
+
+def _tokens_and_trivia(tree):
+    stack = [tree.root]
+    while stack:
+        n = stack.pop()
+        if n is None:
+            continue
+        if isinstance(n, parsing.Token):
+            yield n, n.trivia
+            continue
+        stack.extend(reversed(_children(n)))
+
+
+# ---------------------------------------------------------------- whole-source checks used by simulate()
+
+def parse(text: str, name: str):
+    return syntax.SyntaxTree.fromText(text, name)
+
+
+def declared_units(tree) -> set[str]:
+    out = set()
+    for node in _nodes(tree):
+        if node.kind in _DESIGN_DECLS:
+            out.add(_name(node.header.name if node.kind != _SK.ClassDeclaration else node.name))
+    return out
+
+
+def instantiated_modules(tree) -> set[str]:
+    return {_name(n.type) for n in _nodes(tree) if n.kind == _SK.HierarchyInstantiation}
+
+
+def top_modules(tree) -> list[str]:
+    """Modules declared in the tree that none of its modules instantiates, in source order."""
+    mods = [_name(n.header.name) for n in _nodes(tree) if n.kind in (_SK.ModuleDeclaration, _SK.ProgramDeclaration)]
+    used = instantiated_modules(tree)
+    return [m for m in mods if m not in used]
+
+
+def check_testbench(tree, rtl_tree, allow_dut_writes: bool = False) -> str | None:
+    """Why the preprocessed testbench must not be built, or None."""
+    units = declared_units(rtl_tree)
+    try:
+        check_host_access(tree)
+        check_design_units(tree, units, instantiated_modules(rtl_tree) - units)
+        if not allow_dut_writes:
+            check_dut_writes(tree, units)
+    except Unsafe as exc:
+        return str(exc)
+    return None
+
+
+def rewrite_stop_as_finish(tree, text: str) -> str:
+    """`$stop` ends an xrun batch run; Verilator would ignore it below the error limit."""
+    offsets = [t.location.offset for t, _ in _tokens_and_trivia(tree)
+               if t.kind == _TK.SystemIdentifier and t.valueText == "$stop"]
+    data = text.encode()
+    for off in reversed(offsets):
+        data = data[:off] + b"$finish" + data[off + len(b"$stop"):]
+    return data.decode()
