@@ -26,6 +26,7 @@ class TasksConf:
     per_family: int = 8  # tasks=generated: designs per family
     difficulty: str = "medium"  # tasks=generated: easy | medium | hard
     families: Optional[List[str]] = None  # tasks=generated: a subset of families
+    trusted: bool = False  # the tasks' RTL may use host code ($c, DPI, `systemc_*): only for RTL you trust
 
 
 @dataclass

@@ -46,14 +46,22 @@ def from_files(task: Task, samples: int = 1, fmt: str = "testbench", dir: str | 
     if not root.is_dir():
         raise ValueError(f"policy.dir {root} is not a folder")
     ext = EXTENSIONS.get(fmt, ".txt")
+    if not _plain_name(task.id):
+        return [None] * samples  # a task id with path parts never reads outside policy.dir
     per_sample = root / task.id
     if per_sample.is_dir():
-        return [_read(per_sample / f"{k}{ext}") for k in range(samples)]
-    return [_read(root / f"{task.id}{ext}")] * samples
+        return [_read(per_sample / f"{k}{ext}", root) for k in range(samples)]
+    return [_read(root / f"{task.id}{ext}", root)] * samples
 
 
-def _read(path: Path) -> str | None:
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
+
+
+def _read(path: Path, root: Path) -> str | None:
     try:
+        if not path.resolve().is_relative_to(root.resolve()):
+            return None  # a symlink out of policy.dir is treated as a missing file
         return path.read_text(errors="replace")
     except OSError:
         return None

@@ -19,7 +19,6 @@ class SimConfig:
     disk_quota_mb: int = 256  # everything one simulation writes, in total (a tmpfs)
     max_testbench_kb: int = 1024  # larger testbenches are rejected before any work
     allow_dut_writes: bool = False  # permit force/release/hierarchical writes into the DUT
-    trust_task_rtl: bool = False  # tasks.trusted: let task RTL use host code ($c, DPI, `systemc)
     opt: str = "-O0"
     jobs: int = 2  # make -j for one build
     prebuilt_runtime: bool = True

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import tempfile
 from pathlib import Path
 
 from ..tasks.schema import Task
@@ -13,6 +12,7 @@ from .build import build_jail, verilator_flags
 from .config import SimConfig
 from .process import run_limited
 from .toolchain import Toolchain
+from .workdirs import new_workdir
 
 MAX_RTL_MB = 16
 _KNOWN: dict[str, str | None] = {}
@@ -33,7 +33,7 @@ def design_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) 
 def _lint(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
     from .simulate import stage_design  # local: simulate imports this module
 
-    workdir = Path(tempfile.mkdtemp(prefix="chorus-lint-"))
+    workdir = new_workdir("lint")
     try:
         design = workdir / "design"
         design.mkdir()

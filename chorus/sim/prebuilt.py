@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -24,6 +23,7 @@ from .execute import run_binary, score_run
 from .simulate import stage_design, task_facts
 from .svlex import top_modules
 from .toolchain import ToolchainError, find_toolchain
+from .workdirs import new_workdir
 
 HARNESS_FILE = "verif/chorus_harness.sv"
 _FAILED: dict[str, SimResult] = {}  # harness builds that failed in this process, by key
@@ -81,7 +81,7 @@ def ensure_harness(task: Task, harness_sv: str, cfg: SimConfig) -> tuple[Path | 
 
 
 def _build_into(task, harness_sv, cfg, tc, root, binary: Path) -> SimResult | None:
-    workdir = Path(tempfile.mkdtemp(prefix="chorus-harness-"))
+    workdir = new_workdir("harness")
     try:
         design = workdir / "design"
         for d in ("design", "run", "out"):
@@ -120,7 +120,7 @@ def run_harness(task: Task, harness_sv: str, files: dict[str, str], cfg: SimConf
     binary, failure = ensure_harness(task, harness_sv, cfg)
     if failure is not None:
         return failure
-    workdir = Path(tempfile.mkdtemp(prefix="chorus-run-"))
+    workdir = new_workdir("run")
     try:
         r, rec = run_binary(cfg, default_cache_root(cfg.cache_dir), binary, workdir, files)
         result = score_run(task, cfg, r, rec, task_facts(task), {})

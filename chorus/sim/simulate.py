@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import functools
 import shutil
-import tempfile
 import time
 from pathlib import Path, PurePosixPath
 
-from ..tasks.schema import Task
+from ..tasks.schema import TRUSTED, Task
 from .build import build, build_fingerprint
 from .cache import ResultCache, default_cache_root, result_key
 from .config import SimConfig
@@ -24,6 +23,7 @@ from . import safety
 from .design_check import design_problem
 from .preprocess import preprocess
 from .toolchain import ToolchainError, find_toolchain
+from .workdirs import new_workdir
 
 
 def _safe_relpath(name: str) -> str | None:
@@ -67,7 +67,7 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
     facts = task_facts(task)
     # The testbench lives in verif/ as in CVDP's layout, so it never shadows an RTL file.
     tb_name = "verif/" + PurePosixPath(_safe_relpath(task.tb_name) or "tb.sv").name
-    workdir = Path(tempfile.mkdtemp(prefix="chorus-sim-"))
+    workdir = new_workdir("sim")
     try:
         design, out = workdir / "design", workdir / "out"
         for d in (design, out):
@@ -112,7 +112,7 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
         return SimResult("harness_error", broken, build_log=pre.log) if broken else \
             SimResult("compile_error", pre.reason, build_log=pre.log)
     rtl_tree = safety.parse(pre.rtl, "rtl")
-    if not cfg.trust_task_rtl and (why := rtl_host_access(pre.rtl)):
+    if not task.meta.get(TRUSTED) and (why := rtl_host_access(pre.rtl)):
         return SimResult("harness_error", f"task {task.id}: its RTL {why}; set tasks.trusted=true only for RTL "
                          "you trust (it would run as host code)")
     tree = safety.parse(pre.testbench, tb_name)

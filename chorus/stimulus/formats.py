@@ -117,8 +117,15 @@ def get_format(name: str) -> Format:
 
 
 def score(fmt: str, task: Task, completion: str | None, cfg: SimConfig, options: dict | None = None) -> SimResult:
-    """Score one completion in format `fmt` (module-level so worker processes can run it)."""
-    return get_format(fmt).score(task, completion, cfg, options or {})
+    """Score one completion in format `fmt` (module-level so worker processes can run it).
+
+    A sample too deep or too large for a parser is that sample's compile_error, never an
+    exception that ends the evaluation of every other sample."""
+    try:
+        return get_format(fmt).score(task, completion, cfg, options or {})
+    except (RecursionError, MemoryError) as exc:
+        return SimResult("compile_error", f"the {fmt} sample is too deeply nested or too large to parse "
+                         f"({type(exc).__name__})")
 
 
 def render(fmt: str, task: Task, program: Program, options: dict | None = None) -> str:

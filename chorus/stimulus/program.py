@@ -53,14 +53,17 @@ class Program:
 
 _AROUND_ASSIGN = re.compile(r"\s*([=:])\s*")
 _ITEM_SPLIT = re.compile(r"[\s,;]+")
-_REPEAT = re.compile(r"[x*]\d+")
+# ASCII digits only, and at most 9 of them: `x²` or a 5000-digit count is a malformed line.
+_REPEAT = re.compile(r"[x*][0-9]{1,9}")
+_COUNT = re.compile(r"[0-9]{1,9}")
 _ASSIGN = re.compile(r"([=:])")
-_VALUE = re.compile(r"^(?:(\d+)?'([sS])?([bBoOdDhH]))?([0-9a-fA-FxXzZ_?]+)$")
+_VALUE = re.compile(r"^(?:([0-9]+)?'([sS])?([bBoOdDhH]))?([0-9a-fA-FxXzZ_?]{1,1024})$")
+_DECIMAL = re.compile(r"[0-9]{1,1024}")
 
 
 def parse_value(text: str) -> int | None:
     t = text.strip().lower().replace("_", "")
-    if t.isdigit():
+    if _DECIMAL.fullmatch(t):
         return int(t)
     if t in ("?", "rand", "random", "$urandom", "$random"):
         return RANDOM
@@ -99,7 +102,7 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
                 cycles = int(item[1:])
             elif item in (".", "wait", "hold", "nop"):
                 continue
-            elif item.isdigit() and items[0] in ("wait", "hold"):
+            elif _COUNT.fullmatch(item) and items[0] in ("wait", "hold"):
                 cycles = int(item)
             elif item in ("rst", "reset", "rst_n"):
                 reset = True

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from .bundled import load_bundled
 from .cvdp import load_cvdp
-from .schema import Task, TaskFormatError, read_jsonl, write_jsonl
+from .schema import TRUSTED, Task, TaskFormatError, read_jsonl, write_jsonl
 
 
 def _jsonl(path: str | None = None, **_) -> list[Task]:
@@ -35,10 +35,12 @@ SUITES = {"bundled": _bundled, "cvdp": _cvdp, "jsonl": _jsonl, "generated": _gen
 
 
 def load_tasks(name: str, path: str | None = None, split: str = "all", limit: int | None = None,
-               ids: list[str] | None = None, reference_dir: str | None = None, **suite_options) -> list[Task]:
+               ids: list[str] | None = None, reference_dir: str | None = None, trusted: bool = False,
+               **suite_options) -> list[Task]:
     """Load a suite, then filter by split, ids and limit (in that order).
 
-    `suite_options` go to the suite's loader (e.g. seed, per_family, difficulty for generated)."""
+    `suite_options` go to the suite's loader (e.g. seed, per_family, difficulty for generated).
+    `trusted` lets the tasks' RTL use host code ($c, DPI, `systemc_*); it is never read from a file."""
     if name not in SUITES:
         raise TaskFormatError(f"unknown task suite {name!r}; choose one of {sorted(SUITES)}")
     if split not in ("train", "test", "all"):
@@ -56,6 +58,8 @@ def load_tasks(name: str, path: str | None = None, split: str = "all", limit: in
         if limit < 0:
             raise TaskFormatError(f"tasks.limit must be >= 0, got {limit}")
         tasks = tasks[:limit]
+    for t in tasks:
+        t.meta[TRUSTED] = bool(trusted)
     return tasks
 
 

@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Iterable
 
 
+TRUSTED = "trusted_rtl"  # meta key: set only by load_tasks(trusted=True), never read from a task file
+
+
 class TaskFormatError(ValueError):
     """A task file or row is missing, malformed or incomplete; the message names the fix."""
 
@@ -50,6 +53,8 @@ class Task:
         if unknown:
             raise TaskFormatError(f"{where}: unknown field(s) {unknown}")
         t = cls(**d)
+        if isinstance(t.meta, dict):
+            t.meta.pop(TRUSTED, None)
         try:
             t.targets = {str(k): float(v) for k, v in t.targets.items()}
         except (TypeError, ValueError, AttributeError):
@@ -70,14 +75,20 @@ def iter_jsonl(path: Path, hint: str = "tasks.path=<file.jsonl>"):
     path = Path(path)
     if not path.is_file():
         raise TaskFormatError(f"task file {path} does not exist; pass {hint}")
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TaskFormatError(f"{path}:{n}: not valid UTF-8 at byte {exc.start} of the line; "
+                                      "re-encode the file as UTF-8") from None
             if not line.strip():
                 continue
             try:
                 yield f"{path}:{n}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TaskFormatError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+            except (json.JSONDecodeError, RecursionError) as exc:
+                why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                raise TaskFormatError(f"{path}:{n}: not valid JSON ({why})") from None
 
 
 def read_jsonl(path: Path) -> list[Task]:

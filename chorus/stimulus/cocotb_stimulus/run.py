@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from ...tasks.schema import Task
 from ..aliases import AliasMap, alias_map
 from ..skeleton import CLOCK_HALF_NS, COCOTB_TOP, cocotb_wrapper
 from .check import STIMULUS_FILE
+from ...sim.workdirs import new_workdir
 
 VERSION = "1"
 HARNESS_MODULE = "chorus_cocotb_harness"
@@ -72,7 +72,7 @@ def _build_into(task: Task, wrapper: str, cfg: SimConfig, tc, binary: Path) -> S
     # --vpi adds runtime objects the shared kit lacks (verilated_vpi.o, verilated_dpi.o); like the
     # kit they depend only on the flags, so the first cocotb build keeps them for the next ones.
     extra = root / "cocotb" / f"runtime-{flagset_key(tc, verilator_flags(cfg), make_vars(cfg, tc))}"
-    workdir = Path(tempfile.mkdtemp(prefix="chorus-cocotb-build-"))
+    workdir = new_workdir("cocotb")
     try:
         design, obj = workdir / "design", workdir / "obj"
         design.mkdir()
@@ -198,7 +198,7 @@ def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
     cache = ResultCache(default_cache_root(cfg.cache_dir)) if cfg.cache else None
     if cache and (hit := cache.get(key)):
         return hit
-    workdir = Path(tempfile.mkdtemp(prefix="chorus-cocotb-"))
+    workdir = new_workdir("cocotb")
     try:
         run = workdir / "run"
         run.mkdir()
