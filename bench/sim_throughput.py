@@ -12,6 +12,9 @@ Part 1, whole testbenches (bundled reference testbenches):
 Part 2, stimulus formats on generated tasks: evaluations per second with a worker pool for
   testbench, body, vectors and cocotb, each scoring S distinct random programs per task (result
   cache off; the per-design harnesses of vectors/cocotb are built first and timed apart).
+Part 3, OS isolation: the same new testbenches built and run with simulator.isolation=required
+  and =off, alternating task by task so machine load hits both alike; prints
+  `isolation_overhead=<x>` (median isolated / median unisolated new-testbench time).
 The last line is `vectors_speedup=<x>` (vectors evals/s over testbench evals/s).
 """
 from __future__ import annotations
@@ -104,7 +107,25 @@ def main() -> None:
     assert all(r.cached for r in results), "warm pass missed the cache"
     print(f"pool of {args.workers}: cold {cold:.2f} evals/s, warm (cache hits) {warm:.1f} evals/s")
     print(f"speedup_vs_naive={med_naive / med_fast_k:.2f}")
+    isolation_part(tasks, fast)
     formats_part(fast, args)
+
+
+def isolation_part(tasks, cfg: SimConfig) -> None:
+    """New-testbench time with and without OS isolation, interleaved per task (two rounds)."""
+    times = {"required": [], "off": []}
+    for rnd in range(2):
+        for t in tasks:
+            order = ("required", "off") if rnd % 2 == 0 else ("off", "required")
+            for mode in order:
+                t0 = time.monotonic()
+                r = simulate(t, fresh(t.reference_tb), dataclasses.replace(cfg, isolation=mode))
+                if r.status == "ok":
+                    times[mode].append(time.monotonic() - t0)
+    on, off = statistics.median(times["required"]), statistics.median(times["off"])
+    print(f"new testbench with isolation: median {on:.3f} s; without: {off:.3f} s "
+          f"({len(times['required'])} + {len(times['off'])} runs)")
+    print(f"isolation_overhead={on / off:.3f}")
 
 
 def formats_part(cfg: SimConfig, args) -> None:
