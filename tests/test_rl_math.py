@@ -138,3 +138,15 @@ def test_token_logprobs_align_with_the_tokens_they_score():
     assert ent.tolist()[0] == pytest.approx([0.0, h, -(2 * 0.1 * math.log(0.1) + 0.8 * math.log(0.8))])
     hot, _ = token_logprobs(logits, ids, temperature=0.5)  # the engine sampled from softmax(logits / T)
     assert math.exp(hot[0, 1]) == pytest.approx(0.0625 / (0.25 + 0.0625 + 0.0625))
+
+
+def test_step_stats_count_harness_errors_and_rejections():
+    from chorus.rl.rollouts import sample_stats
+
+    def row(status, reward):
+        return {"status": status, "reward": reward, "passed": False, "text": status, "finish_reason": "stop",
+                "completion_tokens": 3}
+
+    stats = sample_stats([row("ok", 0.5), row("harness_error", None), row("rejected", 0.0), row("rejected", 0.0)])
+    assert stats["harness_error_rate"] == 0.25 and stats["rejected_rate"] == 0.5
+    assert stats["compile_rate"] == 0.25 and stats["reward_mean"] == pytest.approx(0.5 / 3)

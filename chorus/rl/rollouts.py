@@ -133,6 +133,10 @@ def sample_stats(rows: list[dict]) -> dict:
     return {"reward_mean": sum(rewards) / len(rewards) if rewards else 0.0, "reward_std": reward_std(rewards),
             "pass_rate": sum(r["passed"] for r in rows) / n,
             "compile_rate": sum(r["status"] == "ok" for r in rows) / n,
+            # Never rewarded or penalised, so they must at least be seen: a rising rate means
+            # chorus (or a task) is failing, or a policy found a way to look like chorus failing.
+            "harness_error_rate": sum(r["status"] == "harness_error" for r in rows) / n,
+            "rejected_rate": sum(r["status"] == "rejected" for r in rows) / n,
             "truncated_fraction": sum(r["finish_reason"] == "length" for r in rows) / n,
             "completion_len_mean": sum(r["completion_tokens"] for r in rows) / n,
             "completion_len_max": max((r["completion_tokens"] for r in rows), default=0),
