@@ -58,9 +58,11 @@ def make_vars(cfg: SimConfig, tc: Toolchain, naive: bool = False) -> dict[str, s
 
 
 def build_fingerprint(cfg: SimConfig) -> str:
-    """Everything about a build that can change a result: settings, flags and the driver source."""
+    """Everything about a build that can change a result: settings, flags, the driver source and
+    the rules that decide what may be built (a cached `ok` must not outlive a stricter check)."""
     h = hashlib.sha256()
-    for part in (cfg.fingerprint(), *verilator_flags(cfg, cfg.naive_build), main_source().read_bytes()):
+    rules = [(Path(__file__).parent / f).read_bytes() for f in ("safety.py", "stdtasks.py", "preprocess.py")]
+    for part in (cfg.fingerprint(), *verilator_flags(cfg, cfg.naive_build), main_source().read_bytes(), *rules):
         h.update(part if isinstance(part, bytes) else str(part).encode())
         h.update(b"\0")
     return h.hexdigest()[:16]

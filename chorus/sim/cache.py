@@ -52,12 +52,16 @@ def usable_root(root: str) -> Path:
 @functools.lru_cache(maxsize=8)
 def _secret(root: str) -> bytes:
     path = Path(root) / _KEY_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_bytes()
-    with os.fdopen(fd, "wb") as f:
-        f.write(os.urandom(32))
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".key-")  # mode 0600
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+        try:
+            os.link(tmp, path)  # atomic and exclusive: concurrent workers all end up with one key
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
     return path.read_bytes()
 
 

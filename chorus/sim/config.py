@@ -51,7 +51,13 @@ class SimConfig:
 
 
 def sim_config(settings: dict) -> tuple[SimConfig, int | None]:
-    """The `simulator` config group as (SimConfig, number of parallel workers)."""
+    """The `simulator` config group as (SimConfig, number of parallel workers); raises a one-line
+    error before any work when the isolation it asks for cannot be had here."""
+    from .cache import default_cache_root
+    from .isolation import check
+
     settings = dict(settings)
     workers = settings.pop("workers", None)
-    return SimConfig.from_dict(settings), workers
+    cfg = SimConfig.from_dict(settings)
+    check(cfg.isolation, str(default_cache_root(cfg.cache_dir)))
+    return cfg, workers

@@ -28,7 +28,7 @@ LAYERS = ("user_namespace", "net_namespace", "pid_namespace", "mount_namespace",
 MIN_LANDLOCK_ABI = 6  # scoped signals and abstract unix sockets
 
 
-class IsolationError(RuntimeError):
+class IsolationError(ValueError):
     """Isolation was required and the kernel (or the compiler) cannot provide it."""
 
 

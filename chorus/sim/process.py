@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .isolation import Policy, jail_prefix
+from .isolation import IsolationError, Policy, jail_prefix
 
 
 @dataclass
@@ -58,7 +58,12 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
     report_r = report_w = None
     if jail is not None and jail.mode != "off":
         report_r, report_w = os.pipe()
-        cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w), *cmd]
+        try:
+            cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w), *cmd]
+        except IsolationError as exc:
+            os.close(report_r)
+            os.close(report_w)
+            return RunOutcome(None, False, 0.0, "", None, str(exc))
     try:
         with open(log_path, "wb") as log, open(stdout_path or os.devnull, "wb") as out:
             # stdout joins the log unless the caller wants it whole (e.g. preprocessed source).
