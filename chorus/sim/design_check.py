@@ -18,11 +18,17 @@ MAX_RTL_MB = 16
 _KNOWN: dict[str, str | None] = {}
 
 
-def design_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
-    """None when the RTL lints cleanly with Verilator, else a one-line task error."""
+def rtl_too_large(task: Task) -> str | None:
     size = sum(len(t) for t in task.rtl.values())
     if size > MAX_RTL_MB << 20:
-        return f"task {task.id}: its RTL is {size >> 20} MB, over {MAX_RTL_MB} MB"
+        return f"task {task.id}: its RTL is {size >> 20} MB, over {MAX_RTL_MB} MB (a task error, not the testbench's)"
+    return None
+
+
+def design_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
+    """None when the RTL lints cleanly with Verilator, else a one-line task error."""
+    if too_large := rtl_too_large(task):
+        return too_large
     key = hashlib.sha256(repr((sorted(task.rtl.items()), sorted(task.defines.items()), task.top,
                                tc.version)).encode()).hexdigest()
     if key not in _KNOWN:

@@ -35,7 +35,8 @@ def preprocess(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, r
     sentinel = f"verif/{token}.sv"
     (design / sentinel).parent.mkdir(parents=True, exist_ok=True)
     (design / sentinel).write_text(token + "\n")
-    limit_mb = max(1, cfg.max_testbench_kb * EXPANSION_FACTOR // 1024) + 16
+    rtl_mb = sum((design / f).stat().st_size for f in rtl_sources) >> 20
+    limit_mb = max(1, cfg.max_testbench_kb * EXPANSION_FACTOR // 1024) + 2 * rtl_mb + 16
     cmd = [str(tc.verilator), "-E", *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in defines.items()),
            *rtl_sources, sentinel, tb_rel]
     pre = out / "preprocessed.sv"

@@ -29,8 +29,7 @@ _TK = parsing.TokenKind
 _DESIGN_DECLS = {_SK.ModuleDeclaration, _SK.InterfaceDeclaration, _SK.ProgramDeclaration, _SK.PackageDeclaration,
                  _SK.UdpDeclaration, _SK.ClassDeclaration}
 _HARMLESS_DIRECTIVES = {"`timescale", "`default_nettype", "`resetall", "`celldefine", "`endcelldefine",
-                        "`unconnected_drive", "`nounconnected_drive", "`begin_keywords", "`end_keywords", "`line",
-                        "`pragma"}
+                        "`unconnected_drive", "`nounconnected_drive", "`begin_keywords", "`end_keywords", "`line"}
 _METACOMMENT = re.compile(r"/\*\s*verilator\s+(\w+)", re.I)
 _HARMLESS_META = {"lint_off", "lint_on", "lint_save", "lint_restore", "public", "public_flat", "public_flat_rd",
                   "public_flat_rw", "public_module", "coverage_off", "coverage_on", "coverage_block_off",
@@ -261,8 +260,18 @@ def top_modules(tree) -> list[str]:
     return [m for m in mods if m not in used]
 
 
+def parse_error(tree) -> str | None:
+    """The first syntax error pyslang finds. Code it cannot parse lands in skipped-token trivia
+    that no check here reads, so such a testbench is never built."""
+    for d in tree.diagnostics:
+        if d.isError():
+            line = tree.sourceManager.getLineNumber(d.location)
+            return f"line {line}: does not parse as SystemVerilog ({str(d.code).split('(')[-1].rstrip(')')})"
+    return None
+
+
 def check_testbench(tree, rtl_tree, allow_dut_writes: bool = False) -> str | None:
-    """Why the preprocessed testbench must not be built, or None."""
+    """Why the preprocessed (and parsed: see parse_error) testbench must not be built, or None."""
     units = declared_units(rtl_tree)
     try:
         check_host_access(tree)

@@ -20,7 +20,7 @@ from .execute import run_binary, score_run
 from .result import SimResult
 from .runtime import RuntimeBuildError
 from . import safety
-from .design_check import design_problem
+from .design_check import design_problem, rtl_too_large
 from .preprocess import preprocess
 from .toolchain import ToolchainError, find_toolchain
 from .workdirs import new_workdir
@@ -60,8 +60,11 @@ def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) ->
 
 
 def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Path) -> SimResult:
+    testbench = testbench.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be written
     if not testbench.strip():
         return SimResult("rejected", "empty testbench")
+    if (broken := rtl_too_large(task)):
+        return SimResult("harness_error", broken)
     if len(testbench.encode("utf-8", "replace")) > cfg.max_testbench_kb * 1024:
         return SimResult("rejected", f"the testbench is larger than simulator.max_testbench_kb={cfg.max_testbench_kb} KB")
     facts = task_facts(task)
@@ -88,7 +91,7 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         except RuntimeBuildError as exc:
             return SimResult("harness_error", str(exc).splitlines()[0])
         seconds = {"build": round(b.seconds, 4)}
-        if b.status == "compile_error" and (broken := design_problem(task, tc, cfg, root)):
+        if b.status in ("compile_error", "timeout") and (broken := design_problem(task, tc, cfg, root)):
             return SimResult("harness_error", broken, build_log=b.log, seconds=seconds)
         if b.status != "ok":
             return SimResult(b.status, b.reason, build_log=b.log, seconds=seconds)
@@ -116,6 +119,8 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
         return SimResult("harness_error", f"task {task.id}: its RTL {why}; set tasks.trusted=true only for RTL "
                          "you trust (it would run as host code)")
     tree = safety.parse(pre.testbench, tb_name)
+    if bad := safety.parse_error(tree):
+        return SimResult("compile_error", bad)
     why = safety.check_testbench(tree, rtl_tree, cfg.allow_dut_writes)
     if why:
         return SimResult("rejected", why)

@@ -121,6 +121,8 @@ def score(fmt: str, task: Task, completion: str | None, cfg: SimConfig, options:
 
     A sample too deep or too large for a parser is that sample's compile_error, never an
     exception that ends the evaluation of every other sample."""
+    if completion is not None:
+        completion = completion.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be written
     try:
         return get_format(fmt).score(task, completion, cfg, options or {})
     except (RecursionError, MemoryError) as exc:

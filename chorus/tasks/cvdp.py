@@ -137,5 +137,5 @@ def load_cvdp(path: str | Path, reference_dir: str | Path | None = None) -> list
         for t in tasks:
             ref = Path(reference_dir) / f"{t.id}.sv"
             if ref.is_file():
-                t.reference_tb = ref.read_text()
+                t.reference_tb = ref.read_text(errors="replace")
     return tasks
