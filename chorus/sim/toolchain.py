@@ -32,12 +32,13 @@ class Toolchain:
     ccache_dir: str | None = None  # where ccache writes (a jailed build may write there)
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["VERILATOR_ROOT"] = str(self.root)
-        env.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime")
-        env.pop("MAKEFLAGS", None)
-        env.pop("MFLAGS", None)
-        return env
+        """The environment of a (jailed) build: the compilers' own settings only, never the
+        user's secrets (API keys, tokens), which a build log could otherwise carry back."""
+        keep = {k: v for k, v in os.environ.items()
+                if k in ("PATH", "HOME", "LANG", "LC_ALL", "CC", "CXX", "TMPDIR") or k.startswith("CCACHE_")}
+        keep["VERILATOR_ROOT"] = str(self.root)
+        keep.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime")
+        return keep
 
 
 @functools.lru_cache(maxsize=1)
