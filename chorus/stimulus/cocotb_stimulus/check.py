@@ -1,12 +1,19 @@
-"""The ast check a cocotb stimulus module must pass before it runs (see the package docstring)."""
+"""The ast check a cocotb stimulus module must pass before it runs (see the package docstring).
+
+A fast first filter with clear answers; not the security boundary. The stimulus runs in its
+own locked-down process (stimulus_child.py), so an escape from these rules still cannot touch
+the run's coverage or files.
+"""
 from __future__ import annotations
 
 import ast
 import importlib
+import string
 import types
 
 from ...sim.result import SimResult
 from ..aliases import ALIAS_NAME, AliasMap
+from .stimulus_child import API
 
 STIMULUS_FILE = "stimulus.py"
 MAX_CHARS = 200_000
@@ -85,6 +92,7 @@ class _Checker:
             obj = getattr(base, a.name, None)
             obj = self.module(node, f"{mod}.{a.name}") if obj is None else obj
             self.check_object(node, obj, f"{mod}.{a.name}")
+            self.check_api(node, mod, a.name)
             self.bound[a.asname or a.name] = obj
 
     def module(self, node: ast.AST, name: str):
@@ -135,6 +143,8 @@ class _Checker:
             return None
         if node.attr.startswith("_") or node.attr in _FRAME_ATTRS:
             self.fail(node, "rejected", f"attribute {node.attr!r} is not allowed")
+        if node.attr in ("format", "format_map"):
+            self.check_format(node)
         if ALIAS_NAME.match(node.attr) and node.attr not in self.known:
             self.fail(node, "compile_error",
                       f"unknown alias {node.attr!r}; this design has {', '.join(sorted(self.known))}")
@@ -153,10 +163,36 @@ class _Checker:
         return "exact"
 
     def resolve(self, name_node: ast.Name):
-        """Follow name.attr.attr on the real objects: no step may reach a module outside the allowed set."""
+        """Follow name.attr.attr on the real objects: no step may reach a module outside the allowed set,
+        a name the stimulus process does not provide, or a module that is then kept rather than used."""
         obj, node, path = self.bound[name_node.id], self.parents[name_node], name_node.id
         while isinstance(node, ast.Attribute) and obj is not None:
+            owner = obj.__name__ if isinstance(obj, types.ModuleType) else None
             path += "." + node.attr
             obj = getattr(obj, node.attr, None)
             self.check_object(node, obj, path)
-            node = self.parents.get(node)
+            self.check_api(node, owner, node.attr)
+            parent = self.parents.get(node)
+            if isinstance(obj, types.ModuleType) and not (isinstance(parent, ast.Attribute) and parent.value is node):
+                self.fail(node, "rejected", f"module {path!r} can only be used as {path}.<name>")
+            node = parent
+
+    def check_api(self, node: ast.AST, module: str | None, name: str):
+        if module in API and name not in API[module] and f"{module}.{name}" not in API:
+            offer = ", ".join(API[module]) or "nothing"
+            self.fail(node, "compile_error", f"{module}.{name} is not available to stimulus; {module} offers {offer}")
+
+    def check_format(self, node: ast.Attribute):
+        """str.format looks up attributes and items itself ("{0.__class__}"): only plain fields on a literal."""
+        def plain(fmt: str, depth: int = 0) -> bool:
+            try:
+                fields = list(string.Formatter().parse(fmt))
+            except ValueError:
+                return False
+            # a field is a position or a name; no '.attr' or '[key]' after it, nor in a nested spec
+            return depth < 2 and all(not name or name.isidentifier() or name.isdigit() for _, name, _, _ in fields) \
+                and all(plain(spec, depth + 1) for _, _, spec, _ in fields if spec)
+        literal = isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if node.attr == "format_map" or not literal or not plain(node.value.value):
+            self.fail(node, "rejected", "str.format is only allowed on a string literal with plain fields "
+                                        "('{}', '{0:x}', '{name}'); use an f-string")
