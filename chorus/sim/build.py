@@ -87,6 +87,7 @@ def classify_failure(log: str, returncode: int | None, signal: int | None) -> tu
 
 
 def build_jail(cfg: SimConfig, cache_root: Path, read: tuple[Path, ...], write: tuple[Path, ...]) -> Jail:
+    # Not strict: the linker sets the mode of the binary it writes.
     return Jail(cfg.isolation, str(cache_root), Policy(read=tuple(map(str, read)), write=tuple(map(str, write))))
 
 

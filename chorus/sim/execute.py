@@ -70,7 +70,7 @@ def run_binary(cfg: SimConfig, cache_root: Path, binary: Path, workdir: Path, in
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C",
            "CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns))}
     policy = Policy(read=(str(binary.parent), str(inp)), scratch=str(run), quota_mb=cfg.disk_quota_mb,
-                    chdir=str(run))
+                    chdir=str(run), strict=True)
     fd = os.open(out / RESULT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         env["CHORUS_RESULT_FD"] = str(fd)

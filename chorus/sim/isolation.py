@@ -40,6 +40,7 @@ class Policy:
     scratch: str | None = None  # a fresh tmpfs mounted here (the run's whole disk quota)
     quota_mb: int = 256
     chdir: str | None = None
+    strict: bool = False  # also refuse chmod/chown/xattrs/timestamps and other processes' limits (runs)
 
 
 def _source() -> Path:
@@ -123,6 +124,8 @@ def jail_prefix(mode: str, cache_root: str, policy: Policy, report_fd: int) -> l
     cmd = [str(jail_binary(cache_root)), "--report", str(report_fd), "--quota-mb", str(policy.quota_mb)]
     if mode == "required":
         cmd.append("--require")
+    if policy.strict:
+        cmd.append("--strict")
     for p in (*system_read_paths(), *policy.read):
         cmd += ["--ro", str(p)]
     for p in policy.write:

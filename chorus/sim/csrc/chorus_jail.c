@@ -8,6 +8,8 @@
 //     --chdir PATH   working directory of the command
 //     --report FD    write one line `exit N` / `signal N` / `setup <why>` to FD when done
 //     --require      fail (exit 125, `setup ...` on the report) when a layer is unavailable
+//     --strict       also refuse what Landlock leaves alone (chmod/chown, xattrs, timestamps,
+//                    limits and priorities of other processes): for runs, which never need them
 //     --probe        print the layers this kernel grants, one `name value` per line, and exit
 //
 // Layers, each applied when the kernel allows it (all of them under --require):
@@ -72,7 +74,7 @@ struct ll_path_beneath { uint64_t allowed_access; int32_t parent_fd; } __attribu
 #define MAX_PATHS 64
 
 static const char *ro[MAX_PATHS], *rw[MAX_PATHS], *tmpfs[MAX_PATHS];
-static int n_ro, n_rw, n_tmpfs, report_fd = -1, require_all;
+static int n_ro, n_rw, n_tmpfs, report_fd = -1, require_all, strict;
 static long quota_mb = 256;
 static const char *workdir;
 
@@ -165,16 +167,37 @@ static int apply_seccomp(void) {
         SYS_iopl, SYS_ioperm,
 #endif
     };
-    enum { N = sizeof denied / sizeof denied[0] };
-    struct sock_filter f[4 + 2 * N + 1];
+    // Landlock does not cover metadata: a run (which never needs it) may not change modes,
+    // owners, extended attributes or timestamps of any file, nor the priority of any process.
+    static const int denied_strict[] = {
+        SYS_fchmod, SYS_fchmodat, 452 /* fchmodat2 */, SYS_fchown, SYS_fchownat, SYS_setxattr, SYS_lsetxattr,
+        SYS_fsetxattr, SYS_removexattr, SYS_lremovexattr, SYS_fremovexattr, SYS_utimensat, SYS_setpriority,
+        SYS_sched_setaffinity, SYS_sched_setscheduler, SYS_sched_setparam,
+#ifdef SYS_chmod
+        SYS_chmod, SYS_chown, SYS_lchown, SYS_utime, SYS_utimes, SYS_futimesat,
+#endif
+    };
+    enum { N = sizeof denied / sizeof denied[0], NS = sizeof denied_strict / sizeof denied_strict[0] };
+    struct sock_filter f[4 + 2 * (N + NS) + 6 + 1];
     int k = 0;
     // Another architecture's syscall numbers would slip past the list: kill instead.
     f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
     f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_SELF, 1, 0);
     f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
     f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-    for (int i = 0; i < N; i++) {
-        f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)denied[i], 0, 1);
+    for (int i = 0; i < N + (strict ? NS : 0); i++) {
+        int nr = i < N ? denied[i] : denied_strict[i - N];
+        f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1);
+        f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
+    }
+    if (strict) {
+        // prlimit64 on ourselves (pid 0) is how the C library reads and sets its own limits;
+        // on any other process it is refused.
+        f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_prlimit64, 0, 5);
+        f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+        f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2);
+        f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]) + 4);
+        f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
         f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
     }
     f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
@@ -313,6 +336,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--")) { i++; break; }
         if (!strcmp(a, "--probe")) return probe();
         if (!strcmp(a, "--require")) { require_all = 1; continue; }
+        if (!strcmp(a, "--strict")) { strict = 1; continue; }
         if (!v) { fprintf(stderr, "chorus_jail: %s needs a value\n", a); return 125; }
         if (!strcmp(a, "--ro") && n_ro < MAX_PATHS) ro[n_ro++] = v;
         else if (!strcmp(a, "--rw") && n_rw < MAX_PATHS) rw[n_rw++] = v;

@@ -171,7 +171,7 @@ def _run_once(task: Task, cfg: SimConfig, binary: Path, workdir: Path, env: dict
            "CHORUS_STATUS_OUT": str(run / "status.json"), **env}
     cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", "--coverage-per-instance",
            f"+verilator+coverage+file+{run / 'coverage.dat'}"]
-    policy = Policy(read=(str(binary.parent),), write=(str(run),), chdir=str(run))
+    policy = Policy(read=(str(binary.parent),), write=(str(run),), chdir=str(run), strict=True)
     r = run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
                     mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=cfg.run_timeout_s + 5,
                     jail=jail_for(cfg, root, policy))
