@@ -1,4 +1,4 @@
-"""The cocotb stimulus runs in a locked-down process of its own (stimulus_child.py), served by the
+"""The cocotb stimulus runs in a locked-down process of its own (child/main.py), served by the
 harness over a pipe. Whatever gets past the AST check cannot write a file, read one, open a
 socket, signal the simulator or change the coverage, and the harness refuses what the stimulus
 may not drive. Real Verilator, cocotb and kernel; nothing mocked."""
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from chorus.stimulus.aliases import alias_map
-from chorus.stimulus.cocotb_stimulus import check_stimulus, run_cocotb, stimulus_child
+from chorus.stimulus.cocotb_stimulus import check_stimulus, child, run_cocotb
 from chorus.stimulus.formats import score
 from chorus.tasks.schema import Task
 from test_cocotb_format import GOOD, HEAD, RTL
 
-CHILD = Path(stimulus_child.__file__)
+CHILD = Path(child.__file__).parent  # the child's modules import each other by bare name
 SECRET = "chorus-secret-7f3a9c"
 # Reaches the os module from inside the stimulus process without any import (the AST check
 # rejects this; run_cocotb is called directly to play a check that missed it).
@@ -80,9 +80,9 @@ def test_the_child_locks_itself_down(tmp_path):
     (tmp_path / "coverage.dat").write_text("# real coverage\n")
     code = f"""
 import ctypes, json, os, resource, sys
-sys.path.insert(0, {str(CHILD.parent)!r})
-import stimulus_child
-out = {{"granted": stimulus_child.lockdown()}}
+sys.path.insert(0, {str(CHILD)!r})
+import lockdown
+out = {{"granted": lockdown.lockdown()}}
 libc = ctypes.CDLL(None, use_errno=True)
 
 def attempt(name, fn):

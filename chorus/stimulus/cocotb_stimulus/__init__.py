@@ -25,8 +25,9 @@ A completion looks like this (`render` emits the same shape):
 - Stimulus drives in*, rst/rst_n by `.value =`; never clk, outputs or a Clock of its own.
 - Imports: random, math, cocotb and its public submodules (triggers, clock, types, handle,
   utils, queue, task, result, simtime). The module is checked with `ast` before it runs: no
-  other imports, no `_names` or `_attributes`, no reflection or I/O builtins, no classes; it
-  then runs with restricted builtins.
+  other imports, no `_names` or `_attributes`, no reflection or I/O builtins, no classes. It
+  then runs, with restricted builtins, in a locked-down process of its own that can write no
+  file, open no socket and signal nobody (child/), never in the simulator.
 
 The DUT and wrapper are built once per design with cocotb's own Verilator main
 (share/lib/verilator/verilator.cpp) and VPI library, cached on disk; each evaluation runs that

@@ -1,8 +1,8 @@
 """The ast check a cocotb stimulus module must pass before it runs (see the package docstring).
 
 A fast first filter with clear answers; not the security boundary. The stimulus runs in its
-own locked-down process (stimulus_child.py), so an escape from these rules still cannot touch
-the run's coverage or files.
+own locked-down process (child/), so an escape from these rules still cannot touch the run's
+coverage or files.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import types
 
 from ...sim.result import SimResult
 from ..aliases import ALIAS_NAME, AliasMap
-from .stimulus_child import API
+from .child.api import API
 
 STIMULUS_FILE = "stimulus.py"
 MAX_CHARS = 200_000

@@ -1,11 +1,12 @@
 """chorus cocotb harness: clock, reset, then the stimulus, served from its own locked-down process.
 
 This file runs inside the simulator as the only cocotb test module (run.py copies it into each
-run directory); chorus itself never imports it. The stimulus never runs in this process:
-stimulus_child.py runs it in a child that can write no file, open no socket and signal nobody,
-and sends its writes and awaits here over a pipe (the protocol is in its docstring). This side
-applies writes only to the stimulus's own inputs and awaits real triggers, so nothing the
-stimulus does can reach the coverage counters or the files this process writes.
+run directory); chorus itself never imports it. The stimulus never runs in this process: the
+child package (child/, copied next to this file as chorus_child/) runs it in a process that can
+write no file, open no socket and signal nobody, and sends its writes and awaits here over a
+pipe (the protocol is in child/link.py). This side applies writes only to the stimulus's own
+inputs and awaits real triggers, so nothing the stimulus does can reach the coverage counters
+or the files this process writes.
 """
 import importlib.util, json, os, select, signal, subprocess, sys, time
 import cocotb
@@ -17,7 +18,7 @@ from cocotb.triggers import (ClockCycles, Event, FallingEdge, First, NextTimeSte
 
 _CFG = json.loads(os.environ.pop("CHORUS_COCOTB"))
 _STATUS = os.environ.pop("CHORUS_STATUS_OUT")
-CHILD_FILE = "chorus_stimulus_child.py"  # run.py writes stimulus_child.py next to this file
+CHILD_DIR, CHILD_MAIN = "chorus_child", "main.py"  # run.py copies the child package (child/) next to this file
 MAX_LINE, MAX_SPECS, MAX_EDGES = 1 << 20, 256, 1 << 40
 _EDGE = {"rise": RisingEdge, "fall": FallingEdge, "edge": ValueChange}
 _FIXED = {"ro": ReadOnly, "rw": ReadWrite, "next": NextTimeStep}
@@ -85,16 +86,16 @@ def _signals(dut):
 
 
 def _child_path():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), CHILD_FILE)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), CHILD_DIR, CHILD_MAIN)
     if not os.path.exists(path):  # without OS isolation the installed package is readable too
         spec = importlib.util.find_spec("chorus")
         path = os.path.join(*(spec.submodule_search_locations if spec else ["?"])[:1], "stimulus",
-                            "cocotb_stimulus", "stimulus_child.py")
+                            "cocotb_stimulus", "child", CHILD_MAIN)
     try:
         open(path, "rb").close()
     except OSError as exc:
-        raise _End("exception", f"chorus could not start the stimulus process: {CHILD_FILE} is not in the "
-                                f"run directory ({exc.strerror}: {path})") from None
+        raise _End("exception", f"chorus could not start the stimulus process: {CHILD_DIR}/{CHILD_MAIN} is not in "
+                                f"the run directory ({exc.strerror}: {path})") from None
     return path
 
 

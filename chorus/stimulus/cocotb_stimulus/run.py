@@ -31,8 +31,9 @@ from ...sim.workdirs import new_workdir
 VERSION = "1"
 HARNESS_MODULE = "chorus_cocotb_harness"
 HARNESS = (Path(__file__).resolve().parent / "harness_module.py").read_text()
-CHILD_FILE = "chorus_stimulus_child.py"  # the harness runs the stimulus from this file, next to it
-CHILD = (Path(__file__).resolve().parent / "stimulus_child.py").read_text()
+CHILD_DIR = "chorus_child"  # the harness runs the stimulus from CHILD_DIR/main.py, next to it
+# Every module of the stimulus process's package (child/), by file name, sorted.
+CHILD = tuple((p.name, p.read_text()) for p in sorted((Path(__file__).resolve().parent / "child").glob("*.py")))
 _SAFE_BUILTINS = ("abs all any bin bool bytes chr dict divmod enumerate filter float format frozenset hex int "
                   "isinstance iter len list map max min next oct ord pow print range repr reversed round set "
                   "slice sorted str sum tuple zip Exception ValueError TypeError RuntimeError AssertionError "
@@ -196,7 +197,7 @@ def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
         return failure
     amap = alias_map(task)
     knobs = (opts.get("reset_cycles", 2), opts.get("seed", 1), _max_time_ns(cfg, opts))
-    parts = (bkey, task.instance, text, HARNESS + CHILD, knobs, cfg.fingerprint())
+    parts = (bkey, task.instance, text, HARNESS, CHILD, knobs, cfg.fingerprint())
     key = hashlib.sha256(repr(parts).encode()).hexdigest()
     cache = ResultCache(default_cache_root(cfg.cache_dir)) if cfg.cache else None
     if cache and (hit := cache.get(key)):
@@ -207,7 +208,9 @@ def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
         run.mkdir()
         (run / STIMULUS_FILE).write_text(text)
         (run / f"{HARNESS_MODULE}.py").write_text(HARNESS)
-        (run / CHILD_FILE).write_text(CHILD)
+        (run / CHILD_DIR).mkdir()
+        for name, source in CHILD:
+            (run / CHILD_DIR / name).write_text(source)
         result, status = _run_once(task, cfg, binary, workdir, _env(run, amap, opts, cfg))
         if status is None and result.status == "runtime_error":
             tail = [ln for ln in result.run_log.splitlines() if ln.strip()][-1:] or ["no output"]
