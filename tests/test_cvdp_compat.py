@@ -25,4 +25,8 @@ def test_cid013_stimulus_testbenches_run_without_crash_or_hang(cvdp_dir, sim_cfg
     bad = [f"{t.id}: {r.status}: {r.reason}" for t, r in zip(tasks, results)
            if r.status in ("timeout", "harness_error") or (r.status == "runtime_error" and r.report is None)]
     assert not bad, "\n".join(bad)
-    assert sum(r.status == "ok" for r in results) >= 0.85 * len(tasks)
+    # One human reference testbench forces a DUT register (image_stego_0007: `force dut.state`),
+    # which is rejected by default; every other status is what it was before the write check.
+    rejected = [r.reason for r in results if r.status == "rejected"]
+    assert all("writes into the DUT's internals" in why for why in rejected), rejected
+    assert sum(r.status == "ok" for r in results) + len(rejected) >= 0.85 * len(tasks)

@@ -116,12 +116,14 @@ def check(mode: str, cache_root: str) -> None:
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
 
 
-def jail_prefix(mode: str, cache_root: str, policy: Policy, report_fd: int) -> list[str]:
-    """The argv prefix that runs a command under `policy` ([] when isolation is off)."""
+def jail_prefix(mode: str, cache_root: str, policy: Policy, report_fd: int, timeout_s: float) -> list[str]:
+    """The argv prefix that runs a command under `policy` ([] when isolation is off); the jail
+    kills the whole tree after `timeout_s` and exits only when it is gone."""
     if mode == "off":
         return []
     check(mode, cache_root)
-    cmd = [str(jail_binary(cache_root)), "--report", str(report_fd), "--quota-mb", str(policy.quota_mb)]
+    cmd = [str(jail_binary(cache_root)), "--report", str(report_fd), "--quota-mb", str(policy.quota_mb),
+           "--timeout", f"{timeout_s:.3f}"]
     if mode == "required":
         cmd.append("--require")
     if policy.strict:

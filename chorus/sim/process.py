@@ -13,6 +13,9 @@ from pathlib import Path
 from .isolation import IsolationError, Policy, jail_prefix
 
 
+JAIL_GRACE_S = 5.0
+
+
 @dataclass
 class RunOutcome:
     returncode: int | None
@@ -59,7 +62,7 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
     if jail is not None and jail.mode != "off":
         report_r, report_w = os.pipe()
         try:
-            cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w), *cmd]
+            cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w, timeout_s), *cmd]
         except IsolationError as exc:
             os.close(report_r)
             os.close(report_w)
@@ -76,7 +79,10 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
                 report_w = None
             # A timer thread kills on timeout, so the wait itself blocks in waitpid: Popen.wait's
             # own timeout polls with sleeps, which cost tens of ms per short simulation.
-            timer = threading.Timer(timeout_s, kill_group, args=(proc.pid,))
+            # A jail enforces the limit itself and returns only when the tree is dead; this timer
+            # is then only the backstop for a jail that cannot.
+            grace = JAIL_GRACE_S if report_r is not None else 0.0
+            timer = threading.Timer(timeout_s + grace, kill_group, args=(proc.pid,))
             timer.daemon = True
             timer.start()
             try:
@@ -90,8 +96,8 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
         for fd in (report_r, report_w):
             if fd is not None:
                 os.close(fd)
-    timed_out = fired.is_set()
     kind, _, value = report.partition(" ")
+    timed_out = fired.is_set() or kind == "timeout"
     sig = int(value) if kind == "signal" and value.isdigit() else None
     if report_r is None and proc.returncode is not None and proc.returncode < 0:
         sig = -proc.returncode

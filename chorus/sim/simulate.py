@@ -19,9 +19,10 @@ from .design import design_facts
 from .execute import run_binary, score_run
 from .result import SimResult
 from .runtime import RuntimeBuildError
-from . import safety
+from . import safety, svlex
 from .design_check import design_problem, rtl_too_large
 from .preprocess import preprocess
+from .verilator_ast import check_ast
 from .toolchain import ToolchainError, find_toolchain
 from .workdirs import new_workdir
 
@@ -83,9 +84,16 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         checked = checked_testbench(task, tc, cfg, root, workdir, sources, tb_name)
         if isinstance(checked, SimResult):
             return checked
-        text, tb_top = checked
+        text, tb_top, units, unparsed = checked
         (design / tb_name).write_text(text)  # build exactly the text that was checked
         sources.append(tb_name)
+        verdict = check_ast(tc, cfg, root, workdir, sources, tb_top, task.defines, units,
+                            bool(task.meta.get(TRUSTED)), cfg.allow_dut_writes)
+        if verdict.status != "ok":
+            return _ast_result(task, tc, cfg, root, verdict)
+        if unparsed:
+            return SimResult("rejected", f"{unparsed}, although Verilator accepts it; chorus builds only "
+                             "what both parsers read the same way")
         try:
             b = build(tc, cfg, workdir, sources, tb_top, task.defines, root, naive=cfg.naive_build)
         except RuntimeBuildError as exc:
@@ -102,9 +110,21 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _ast_result(task: Task, tc, cfg: SimConfig, root: Path, verdict) -> SimResult:
+    if verdict.status == "setup":
+        return SimResult("harness_error", verdict.reason)
+    if verdict.status == "task_error":
+        return SimResult("harness_error", f"task {task.id}: {verdict.reason}; set tasks.trusted=true only for RTL "
+                         "you trust (it would run as host code)")
+    if verdict.status == "compile_error" and (broken := design_problem(task, tc, cfg, root)):
+        return SimResult("harness_error", broken, build_log=verdict.log)
+    return SimResult(verdict.status, verdict.reason, build_log=verdict.log)
+
+
 def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path, sources: list[str],
-                      tb_name: str) -> tuple[str, str] | SimResult:
-    """The preprocessed testbench and its top module, or the result that stops the run here."""
+                      tb_name: str) -> tuple[str, str, set[str], str | None] | SimResult:
+    """The preprocessed testbench, its top module and the design's units, or the result that
+    stops the run here."""
     pre = preprocess(tc, cfg, root, workdir, sources, tb_name, task.defines)
     if pre.status == "setup":
         return SimResult("harness_error", pre.reason)
@@ -119,15 +139,20 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
         return SimResult("harness_error", f"task {task.id}: its RTL {why}; set tasks.trusted=true only for RTL "
                          "you trust (it would run as host code)")
     tree = safety.parse(pre.testbench, tb_name)
-    if bad := safety.parse_error(tree):
-        return SimResult("compile_error", bad)
-    why = safety.check_testbench(tree, rtl_tree, cfg.allow_dut_writes)
-    if why:
-        return SimResult("rejected", why)
-    tops = safety.top_modules(tree)
+    unparsed = safety.parse_error(tree)
+    if unparsed:
+        # pyslang's checks cannot see code it could not parse: Verilator's parse (check_ast)
+        # still runs, for its error message; if Verilator accepts it, it is refused anyway.
+        tops = svlex.top_modules(pre.testbench)
+    else:
+        why = safety.check_testbench(tree, rtl_tree, cfg.allow_dut_writes)
+        if why:
+            return SimResult("rejected", why)
+        tops = safety.top_modules(tree)
     if not tops:
         return SimResult("compile_error", "the testbench declares no top-level module")
-    return safety.rewrite_stop_as_finish(tree, pre.testbench), tops[-1]
+    text = pre.testbench if unparsed else safety.rewrite_stop_as_finish(tree, pre.testbench)
+    return text, tops[-1], safety.declared_units(rtl_tree), unparsed
 
 
 @functools.lru_cache(maxsize=256)

@@ -6,7 +6,9 @@
 //     --tmpfs PATH   mount a fresh tmpfs of --quota-mb MiB on PATH (total disk quota)
 //     --quota-mb N   size of every --tmpfs (default 256)
 //     --chdir PATH   working directory of the command
-//     --report FD    write one line `exit N` / `signal N` / `setup <why>` to FD when done
+//     --report FD    write one line `exit N` / `signal N` / `timeout` / `setup <why>` to FD when done
+//     --timeout S    kill the whole tree after S seconds (wall clock); the jail exits 124 only
+//                    once every process of it is gone
 //     --require      fail (exit 125, `setup ...` on the report) when a layer is unavailable
 //     --strict       also refuse what Landlock leaves alone (chmod/chown, xattrs, timestamps,
 //                    limits and priorities of other processes): for runs, which never need them
@@ -44,6 +46,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,6 +79,10 @@ struct ll_path_beneath { uint64_t allowed_access; int32_t parent_fd; } __attribu
 static const char *ro[MAX_PATHS], *rw[MAX_PATHS], *tmpfs[MAX_PATHS];
 static int n_ro, n_rw, n_tmpfs, report_fd = -1, require_all, strict;
 static long quota_mb = 256;
+static double timeout_s = 0;
+static volatile sig_atomic_t expired;
+
+static void on_alarm(int sig) { (void)sig; expired = 1; }
 static const char *workdir;
 
 static void report(const char *what, long value) {
@@ -342,6 +349,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--rw") && n_rw < MAX_PATHS) rw[n_rw++] = v;
         else if (!strcmp(a, "--tmpfs") && n_tmpfs < MAX_PATHS) tmpfs[n_tmpfs++] = v;
         else if (!strcmp(a, "--quota-mb")) quota_mb = atol(v);
+        else if (!strcmp(a, "--timeout")) timeout_s = atof(v);
         else if (!strcmp(a, "--chdir")) workdir = v;
         else if (!strcmp(a, "--report")) report_fd = atoi(v);
         else { fprintf(stderr, "chorus_jail: unknown option %s\n", a); return 125; }
@@ -376,9 +384,28 @@ int main(int argc, char **argv) {
         if (!have_pidns) kill_descendants();
         _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
     }
-    if (report_fd >= 0) close(report_fd);
-    // Returns only after the kernel has killed and reaped everything in the pid namespace.
-    int st = wait_status(init);
+    // Returns only after the kernel has killed and reaped everything in the pid namespace, so
+    // a caller that sees this process gone knows the command's whole tree is gone too.
+    if (timeout_s > 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm;  // no SA_RESTART: waitpid returns EINTR when the time is up
+        sigaction(SIGALRM, &sa, NULL);
+        struct itimerval it = {{0, 0}, {(long)timeout_s, (long)((timeout_s - (long)timeout_s) * 1e6)}};
+        setitimer(ITIMER_REAL, &it, NULL);
+    }
+    int st;
+    for (;;) {
+        if (waitpid(init, &st, 0) == init) break;
+        if (errno != EINTR) return 125;
+        if (expired) {
+            kill(init, SIGKILL);  // init's death takes the whole namespace with it
+            while (waitpid(init, &st, 0) < 0 && errno == EINTR) {}
+            if (!have_pidns) kill_descendants();
+            if (report_fd >= 0) dprintf(report_fd, "timeout\n");
+            return 124;
+        }
+    }
     if (!have_pidns) kill_descendants();
     if (WIFSIGNALED(st)) { signal(WTERMSIG(st), SIG_DFL); kill(getpid(), WTERMSIG(st)); }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 125;

@@ -10,6 +10,7 @@
 #include "verilated_cov.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -46,14 +47,20 @@ static void write_results(const char* reason) {
     if (g_written || !g_ctx) return;
     g_written = true;
     std::signal(SIGXFSZ, SIG_IGN);
-    if (int fd = ::open(kStage, O_WRONLY | O_TRUNC | O_CLOEXEC); fd >= 0) ::close(fd);  // free the reserve
+    // Unlink, not truncate: whatever stands at that name now (the reserve, or something else the
+    // testbench put there) is replaced by the regular file Verilator creates, and only a regular
+    // file is read back.
+    ::unlink(kStage);
     g_ctx->coveragep()->forcePerInstance(true);
     g_ctx->coveragep()->write(kStage);
     std::string cov;
-    if (int fd = ::open(kStage, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); fd >= 0) {
-        char buf[1 << 16];
-        ssize_t n;
-        while ((n = ::read(fd, buf, sizeof buf)) > 0) cov.append(buf, (size_t)n);
+    if (int fd = ::open(kStage, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); fd >= 0) {
+        struct stat st;
+        if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+            char buf[1 << 16];
+            ssize_t n;
+            while ((n = ::read(fd, buf, sizeof buf)) > 0) cov.append(buf, (size_t)n);
+        }
         ::close(fd);
     }
     ::unlink(kStage);
