@@ -1,0 +1,119 @@
+"""Faults and inputs around the simulator: forged or unwritable caches, killed runs, bad task
+files, paths out of policy.dir, malformed samples. Each is one sample's status or one line."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from chorus.policy.static import from_files
+from chorus.sim import SimConfig, SimResult, simulate
+from chorus.sim.cache import ResultCache, usable_root
+from chorus.sim.coverage import CoverageReport
+from chorus.sim.workdirs import sweep_stale
+from chorus.stimulus.formats import score
+from chorus.tasks import load_tasks
+from chorus.tasks.schema import Task, TaskFormatError, read_jsonl
+
+from helpers import counter_tb
+
+
+def test_a_forged_cache_entry_is_ignored(tmp_path):
+    cache = ResultCache(tmp_path)
+    honest = SimResult("ok", report=CoverageReport("TOP.tb.uut", True, {"block": 59.5}, overall=59.5))
+    cache.put("ab" * 32, honest)
+    assert cache.get("ab" * 32).overall == 59.5
+    path = tmp_path / "results" / "ab" / f"{'ab' * 32}.json"
+    entry = json.loads(path.read_text())
+    entry["result"] = entry["result"].replace("59.5", "100.0")  # what a rewrite of the cache would do
+    path.write_text(json.dumps(entry))
+    assert cache.get("ab" * 32) is None
+    (tmp_path / "results" / "cd").mkdir()
+    (tmp_path / "results" / "cd" / f"{'cd' * 32}.json").write_text(json.dumps({"result": "{}", "mac": "0" * 64}))
+    assert cache.get("cd" * 32) is None  # an entry nobody keyed
+
+
+def test_an_unwritable_cache_warns_once_and_runs_uncached(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    bad = str(blocker / "cache")  # under a regular file: cannot be created, even by root
+    first, second = usable_root(bad), usable_root(bad)
+    assert first == second and first.is_dir() and not str(first).startswith(str(blocker))
+    assert capsys.readouterr().err.count("is not writable") == 1
+
+
+@pytest.mark.slow
+def test_simulation_with_an_unwritable_cache_still_scores(tmp_path, counter_task):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    r = simulate(counter_task, counter_tb("    repeat (20) @(posedge clk);\n    $finish;"),
+                 SimConfig(cache=True, cache_dir=str(blocker / "cache")))
+    assert r.status == "ok" and r.overall is not None
+
+
+def test_work_dirs_of_dead_processes_are_swept():
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = Path(tempfile.mkdtemp(prefix=f"chorus-sim-{dead}-"))
+    (stale / "obj").mkdir()
+    mine = Path(tempfile.mkdtemp(prefix=f"chorus-sim-{os.getpid()}-"))
+    try:
+        assert sweep_stale.__wrapped__() >= 1
+        assert not stale.exists() and mine.exists()
+    finally:
+        mine.rmdir()
+
+
+def test_a_task_file_with_bad_utf8_names_the_file_and_line(tmp_path):
+    f = tmp_path / "tasks.jsonl"
+    good = json.dumps({"id": "a", "spec": "s", "rtl": {"a.sv": "module a; endmodule"}, "top": "a", "instance": "u"})
+    f.write_bytes(good.encode() + b"\n" + b'{"id": "b\xff"}\n')
+    with pytest.raises(TaskFormatError, match=rf"{f}:2: not valid UTF-8 at byte 9 .*re-encode"):
+        read_jsonl(f)
+
+
+def test_trust_comes_from_the_loader_never_from_the_task_file(tmp_path):
+    f = tmp_path / "tasks.jsonl"
+    row = {"id": "a", "spec": "s", "rtl": {"a.sv": "module a; endmodule"}, "top": "a", "instance": "u",
+           "meta": {"trusted_rtl": True}}
+    f.write_text(json.dumps(row) + "\n")
+    assert load_tasks("jsonl", path=str(f))[0].meta["trusted_rtl"] is False
+    assert load_tasks("jsonl", path=str(f), trusted=True)[0].meta["trusted_rtl"] is True
+
+
+def test_policy_file_never_reads_outside_its_dir(tmp_path):
+    secret = tmp_path / "secret.sv"
+    secret.write_text("module leaked; endmodule")
+    tbs = tmp_path / "tbs"
+    tbs.mkdir()
+    (tbs / "link.sv").symlink_to(secret)
+    (tbs / "fine.sv").write_text("module tb; endmodule")
+
+    def read(task_id):
+        t = Task(id=task_id, spec="", rtl={"a.sv": ""}, top="a", instance="u")
+        return from_files(t, dir=str(tbs))[0]
+
+    assert read("fine") == "module tb; endmodule"
+    assert read("../secret") is None and read("link") is None and read("..") is None
+
+
+@pytest.mark.parametrize("text, why", [
+    ("wait \u00b2", "cannot read '\u00b2'"),
+    ("in0=1 x" + "9" * 5000, "cannot read 'x999"),
+    ("in0=" + "9" * 5000, "cannot read value"),
+    (". x\u0663", "cannot read"),  # an Arabic-Indic digit three
+])
+def test_a_malformed_vectors_sample_is_its_own_compile_error(text, why):
+    task = load_tasks("generated", per_family=1)[0]
+    r = score("vectors", task, text, SimConfig(cache=False))
+    assert r.status == "compile_error" and why in r.reason, r.reason
+
+
+def test_a_deeply_nested_cocotb_sample_is_its_own_compile_error():
+    task = load_tasks("generated", per_family=1)[0]
+    deep = "async def stimulus(dut):\n    x = " + "-" * 20_000 + "1\n    dut.in0.value = 1\n"  # under the size cap
+    r = score("cocotb", task, deep, SimConfig(cache=False))
+    assert r.status == "compile_error", r.reason
