@@ -117,3 +117,12 @@ def test_a_deeply_nested_cocotb_sample_is_its_own_compile_error():
     deep = "async def stimulus(dut):\n    x = " + "-" * 20_000 + "1\n    dut.in0.value = 1\n"  # under the size cap
     r = score("cocotb", task, deep, SimConfig(cache=False))
     assert r.status == "compile_error", r.reason
+
+
+@pytest.mark.slow
+def test_system_files_do_not_reach_the_logs(counter_task, sim_cfg):
+    # /etc/passwd is not needed by any tool in the jail, so it is not readable there either.
+    tb = '`include "/etc/passwd"\n' + counter_tb("    $finish;")
+    r = simulate(counter_task, tb, sim_cfg)
+    assert r.status == "compile_error" and "Cannot find include file" in r.reason
+    assert "root:" not in r.reason + r.build_log + r.run_log

