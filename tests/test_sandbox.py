@@ -120,3 +120,23 @@ module b; a #(.W(2)) ua(.x(1'b0)); endmodule
 module tb; b ub(); endmodule
 module lone; endmodule"""
     assert safety.top_modules(safety.parse(src, "tb.sv")) == ["tb", "lone"]
+
+
+@pytest.mark.parametrize("text, reason", [
+    ('initial (* a = "*) $system(cmd) (* z" *) ;', "an attribute"),
+    ('initial (* a = "*) `verilator_config coverage_off -file \\"rtl/*\\" `verilog (* z" *) ;', "an attribute"),
+    ('string s = "`verilator_config";', "`verilator_config is not allowed"),
+    ("`begin_keywords \"1364-1995\"\nmodule tb; endmodule\n`end_keywords", "`begin_keywords"),
+    ("`pragma protect begin", "`pragma"),
+    ("x = 1; /*verilator sc_clock*/", "tool directive"),
+    ('s = "// synopsys translate_off";', "tool directive"),
+])
+def test_constructs_two_lexers_could_read_differently_are_refused_even_in_strings(text, reason):
+    why = safety.check_raw_text(text)
+    assert why is not None and reason in why, why
+
+
+@pytest.mark.parametrize("text", ["always @(*) x = y;", "always @( * ) x = y;", '$display("(*)");',
+                                  "/*verilator lint_off WIDTH*/", "/*verilator coverage_off*/ x = 1;"])
+def test_ordinary_text_passes_the_raw_check(text):
+    assert safety.check_raw_text(text) is None

@@ -29,8 +29,16 @@ _TK = parsing.TokenKind
 _DESIGN_DECLS = {_SK.ModuleDeclaration, _SK.InterfaceDeclaration, _SK.ProgramDeclaration, _SK.PackageDeclaration,
                  _SK.UdpDeclaration, _SK.ClassDeclaration}
 _HARMLESS_DIRECTIVES = {"`timescale", "`default_nettype", "`resetall", "`celldefine", "`endcelldefine",
-                        "`unconnected_drive", "`nounconnected_drive", "`begin_keywords", "`end_keywords", "`line"}
+                        "`unconnected_drive", "`nounconnected_drive", "`line"}
 _METACOMMENT = re.compile(r"/\*\s*verilator\s+(\w+)", re.I)
+# Raw-text over-approximations, checked on the whole preprocessed testbench including its strings:
+# where Verilator's and pyslang's lexers could disagree about what is a string, these constructs
+# must not appear at all. (Verilator ends an attribute `(* .. *)` at the first `*)` even inside a
+# string; `verilator_config and metacomments change how Verilator treats code and leave no trace
+# in its parse tree, so no later check could catch them.)
+_RAW_FORBIDDEN = re.compile(r"`\s*(verilator_config|systemc_\w*|protect\w*|begin_keywords|end_keywords|pragma)"
+                            r"|\(\*(?!\s*\))")
+_RAW_META = re.compile(r"(?:/\*|//)\s*(?:verilator|synopsys|pragma|translate_\w+)\s*(\w*)", re.I)
 _HARMLESS_META = {"lint_off", "lint_on", "lint_save", "lint_restore", "public", "public_flat", "public_flat_rd",
                   "public_flat_rw", "public_module", "coverage_off", "coverage_on", "coverage_block_off",
                   "tracing_off", "tracing_on", "full_case", "parallel_case", "isolate_assignments",
@@ -57,6 +65,22 @@ def _text(node) -> str:
 
 def _name(tok) -> str:
     return tok.valueText.lstrip("\\")
+
+
+def check_raw_text(text: str) -> str | None:
+    """Lexer-independent refusals on the preprocessed text (see _RAW_FORBIDDEN)."""
+    m = _RAW_FORBIDDEN.search(text)
+    if m:
+        line = text.count("\n", 0, m.start()) + 1
+        what = "an attribute `(* ... *)`" if m.group(0).startswith("(") else f"`{m.group(1)}"
+        return f"line {line}: {what} is not allowed in a testbench (even inside a string)"
+    for m in _RAW_META.finditer(text):
+        word = m.group(1).lower()
+        if m.group(0).lower().lstrip("/* ").startswith("verilator") and word in _HARMLESS_META:
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        return f"line {line}: the tool directive `{m.group(0).strip()}` is not allowed in a testbench"
+    return None
 
 
 def check_host_access(tree, allow_file_tasks: bool = True) -> None:

@@ -138,6 +138,8 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
     if not task.meta.get(TRUSTED) and (why := rtl_host_access(pre.rtl)):
         return SimResult("harness_error", f"task {task.id}: its RTL {why}; set tasks.trusted=true only for RTL "
                          "you trust (it would run as host code)")
+    if why := safety.check_raw_text(pre.testbench):
+        return SimResult("rejected", why)
     tree = safety.parse(pre.testbench, tb_name)
     unparsed = safety.parse_error(tree)
     if unparsed:
