@@ -392,6 +392,50 @@ def test_writes_the_check_does_not_see_are_rejected(task, cfg, work, name):
     assert r.status == "rejected" and WRITE_REASON in r.reason, (r.status, r.reason, r.overall)
 
 
+# Found by a second red team: writes that reach the DUT without naming it, and names that fake
+# hierarchy levels. Each built and scored higher than the honest testbench (85 vs 68-72 %).
+INDIRECT_WRITES = {  # name: (statement, module item, what the reason names)
+    "assign to the net a DUT output drives": ("    q = 4'hf; top = 1;\n    #1 q = 4'h0; top = 0;\n", "",
+                                              "which the DUT's output port"),
+    "force of the net a DUT output drives": ("    force q = 4'he;\n    #1 release q;\n", "",
+                                             "which the DUT's output port"),
+    "clocking output bound to a DUT register": (
+        "    @(cb); cb.qq <= 4'he;\n    repeat (4) @(negedge clk);\n",
+        "  clocking cb @(posedge clk); default output #2; output qq = uut.q; endclocking",
+        "a clocking output to uut.q"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(INDIRECT_WRITES))
+def test_writes_through_nets_and_clocking_blocks_are_rejected(task, cfg, work, name):
+    stmt, extra, what = INDIRECT_WRITES[name]
+    r = run(task, counter_tb(stmt + BODY, extra=extra), cfg)
+    assert r.status == "rejected" and WRITE_REASON in r.reason and what in r.reason, (r.status, r.reason)
+    assert r.seconds.get("build") is None
+
+
+@pytest.mark.slow
+def test_a_body_that_forces_an_output_is_rejected(work, cfg):
+    from chorus.stimulus.formats import score
+    from chorus.tasks import load_tasks
+
+    gen = load_tasks("generated", per_family=1)[0]
+    honest = "    in0 = 1'b1; repeat (2) @(negedge clk);\n"
+    assert score("body", gen, honest, cfg).status == "ok"
+    r = score("body", gen, "    force out0 = '1; @(negedge clk); release out0;\n" + honest, cfg)
+    assert r.status == "rejected" and "which the DUT's output port" in r.reason, (r.status, r.reason)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["uut.x", "a.uut"])
+def test_instance_names_that_fake_hierarchy_levels_are_rejected(task, cfg, work, name):
+    # `\uut.x` would be scored as a child of uut; `\a.uut` would pass the required-name check.
+    extra = f"  logic [3:0] q2; logic top2; cnt \\{name} (.clk(clk), .rst_n(rst_n), .en(1'b1), .q(q2), .top(top2));"
+    r = run(task, counter_tb(BODY, extra=extra), cfg)
+    assert r.status == "rejected" and f"instance name '{name}'" in r.reason, (r.status, r.reason)
+
+
 # ---------------------------------------------------------------- 5. files at run time
 
 @pytest.mark.slow

@@ -140,3 +140,9 @@ def test_constructs_two_lexers_could_read_differently_are_refused_even_in_string
                                   "/*verilator lint_off WIDTH*/", "/*verilator coverage_off*/ x = 1;"])
 def test_ordinary_text_passes_the_raw_check(text):
     assert safety.check_raw_text(text) is None
+
+
+def test_a_clocking_output_bound_to_the_dut_is_a_write_and_an_input_is_a_read():
+    assert "a clocking output to uut.q" in check(
+        "clocking cb @(posedge clk); default output #2; output qq = uut.q; endclocking")
+    assert check("clocking cb @(posedge clk); input st = uut.q; endclocking") is None

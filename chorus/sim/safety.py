@@ -176,6 +176,10 @@ def check_dut_writes(tree, design_units: set[str]) -> None:
             targets, what = list(node.nets), "an alias of"
         elif node.kind == _SK.DefParam:
             targets, what = [a.name for a in node.assignments], "a defparam on"
+        elif node.kind == _SK.ClockingItem and node.direction is not None \
+                and re.search(r"\b(output|inout)\b", _text(node.direction)):
+            # `output qq = uut.q` makes every `cb.qq <= v` a write into the DUT.
+            targets, what = list(node.decls), "a clocking output to"
         elif node.kind == _SK.InvocationExpression and node.arguments:
             callee = (node.left.systemIdentifier.valueText if node.left.kind == _SK.SystemName
                       else _text(node.left).split(".")[-1].lstrip("\\"))

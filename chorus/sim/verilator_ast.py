@@ -15,7 +15,7 @@ parses exactly what it will compile (`--json-only`, jailed) and chorus walks tha
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .build import build_jail
@@ -63,18 +63,65 @@ def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, so
 
 def judge(tree: dict, files: dict, design_units: set[str], trusted_rtl: bool,
           allow_dut_writes: bool = False) -> AstVerdict:
-    """Walk the tree once: host code anywhere, and writes from outside the design into it.
+    """Walk the tree once, then decide: host code anywhere; writes from outside the design into
+    a design variable; writes to a testbench net that a DUT output port drives (after inlining
+    it is the same variable as the DUT's port, so writing it writes the DUT); and instance names
+    with a dot or bracket, which would read as extra hierarchy levels in coverage paths.
 
     Variables of an interface are left out of the write check: a testbench drives a DUT with an
     interface port through the interface instance it owns."""
-    owner: dict[str, str] = {}  # VAR address -> the scope (module, package, class) declaring it
-    found_host: list[tuple[str, str, str]] = []  # (scope, what, where)
-    writes: list[tuple[str, str, str, str]] = []  # (scope, var address, name, where)
-    stack = [(tree, "", False)]
+    seen = _walk(tree, files)
+    for scope, what, where in seen.host:
+        if scope in design_units:
+            if not trusted_rtl:
+                return AstVerdict("task_error", f"its RTL uses {what} ({where})")
+        else:
+            return AstVerdict("rejected", f"{where}: {what} is not allowed (host code; found in Verilator's own "
+                              "parse of the testbench)")
+    for scope, name, where in seen.cells:
+        if scope not in design_units and any(c in name for c in ".[] "):
+            return AstVerdict("rejected", f"{where}: instance name {name!r} would be read as a hierarchy path; "
+                              "use a plain identifier")
+    if allow_dut_writes:
+        return AstVerdict()
+    driven = {}  # testbench variable -> the DUT output port driving it
+    for scope, module, port_var, refs in seen.pins:
+        if scope not in design_units and seen.modules.get(module) in design_units \
+                and seen.directions.get(port_var) == "OUTPUT":
+            driven.update({var: seen.names.get(port_var, "?") for var in refs})
+    for scope, var, name, where, in_pin in seen.writes:
+        if scope in design_units:
+            continue
+        if seen.owner.get(var) in design_units:
+            return AstVerdict("rejected", f"{where}: a write to {name} writes into the DUT's internals (found in "
+                              "Verilator's own parse); drive its ports instead (reading internals is fine; "
+                              "simulator.allow_dut_writes=true permits it)")
+        if var in driven and not in_pin:
+            return AstVerdict("rejected", f"{where}: a write to {name}, which the DUT's output port "
+                              f"{driven[var]} drives, writes into the DUT's internals; only the DUT may drive its "
+                              "outputs (simulator.allow_dut_writes=true permits it)")
+    return AstVerdict()
+
+
+@dataclass
+class _Seen:
+    owner: dict = field(default_factory=dict)  # VAR address -> declaring scope (interfaces left out)
+    directions: dict = field(default_factory=dict)  # VAR address -> INPUT | OUTPUT | INOUT | NONE
+    names: dict = field(default_factory=dict)  # VAR address -> its name
+    modules: dict = field(default_factory=dict)  # MODULE address -> its original name
+    host: list = field(default_factory=list)  # (scope, what, where)
+    writes: list = field(default_factory=list)  # (scope, var address, name, where, inside a design cell's pin)
+    pins: list = field(default_factory=list)  # (scope, cell's module address, port VAR address, [var addresses])
+    cells: list = field(default_factory=list)  # (scope, instance name, where)
+
+
+def _walk(tree: dict, files: dict) -> _Seen:
+    seen = _Seen()
+    stack = [(tree, "", False, None)]  # node, enclosing scope, inside an interface, enclosing PIN record
     while stack:
-        node, scope, interface = stack.pop()
+        node, scope, interface, pin = stack.pop()
         if isinstance(node, list):
-            stack.extend((x, scope, interface) for x in node)
+            stack.extend((x, scope, interface, pin) for x in node)
             continue
         if not isinstance(node, dict):
             continue
@@ -82,30 +129,34 @@ def judge(tree: dict, files: dict, design_units: set[str], trusted_rtl: bool,
         if kind in _SCOPES:
             scope = node.get("origName") or node.get("name") or ""
             interface = kind == "IFACE"
-        elif kind == "VAR" and not interface:
-            owner[node.get("addr", "")] = scope
+            if kind == "MODULE":
+                seen.modules[node.get("addr", "")] = scope
+        elif kind == "VAR":
+            addr = node.get("addr", "")
+            seen.directions[addr], seen.names[addr] = node.get("direction", "NONE"), node.get("name", "")
+            if not interface:
+                seen.owner[addr] = scope
+        elif kind == "CELL":
+            seen.cells.append((scope, str(node.get("name", "")), _where(node, files)))
+            stack.extend((v, scope, interface, (node.get("modp", ""),)) for v in node.values()
+                         if isinstance(v, (dict, list)))
+            continue
+        elif kind == "PIN" and pin is not None:
+            pin = [scope, pin[0], node.get("modVarp", ""), []]
+            seen.pins.append(pin)
         elif kind in HOST_NODES:
-            found_host.append((scope, HOST_NODES[kind], _where(node, files)))
+            seen.host.append((scope, HOST_NODES[kind], _where(node, files)))
         elif kind in ("TASK", "FUNC") and (node.get("dpiImport") or node.get("dpiExport")):
-            found_host.append((scope, f"DPI {'import' if node.get('dpiImport') else 'export'}", _where(node, files)))
-        elif kind in ("VARREF", "VARXREF") and node.get("access") in ("WR", "RW"):
-            dotted = node.get("dotted") or ""
-            writes.append((scope, node.get("varp", ""), f"{dotted}.{node.get('name')}".lstrip("."),
-                           _where(node, files)))
-        stack.extend((v, scope, interface) for v in node.values() if isinstance(v, (dict, list)))
-    for scope, what, where in found_host:
-        if scope in design_units:
-            if not trusted_rtl:
-                return AstVerdict("task_error", f"its RTL uses {what} ({where})")
-        else:
-            return AstVerdict("rejected", f"{where}: {what} is not allowed (host code; found in Verilator's own "
-                              "parse of the testbench)")
-    for scope, var, name, where in writes:
-        if not allow_dut_writes and scope not in design_units and owner.get(var) in design_units:
-            return AstVerdict("rejected", f"{where}: a write to {name} writes into the DUT's internals (found in "
-                              "Verilator's own parse); drive its ports instead (reading internals is fine; "
-                              "simulator.allow_dut_writes=true permits it)")
-    return AstVerdict()
+            seen.host.append((scope, f"DPI {'import' if node.get('dpiImport') else 'export'}", _where(node, files)))
+        elif kind in ("VARREF", "VARXREF"):
+            if isinstance(pin, list):
+                pin[3].append(node.get("varp", ""))
+            if node.get("access") in ("WR", "RW"):
+                dotted = node.get("dotted") or ""
+                seen.writes.append((scope, node.get("varp", ""), f"{dotted}.{node.get('name')}".lstrip("."),
+                                    _where(node, files), isinstance(pin, list)))
+        stack.extend((v, scope, interface, pin) for v in node.values() if isinstance(v, (dict, list)))
+    return seen
 
 
 def _where(node: dict, files: dict) -> str:
