@@ -128,8 +128,8 @@ module lone; endmodule"""
     ('string s = "`verilator_config";', "`verilator_config is not allowed"),
     ("`begin_keywords \"1364-1995\"\nmodule tb; endmodule\n`end_keywords", "`begin_keywords"),
     ("`pragma protect begin", "`pragma"),
-    ("x = 1; /*verilator sc_clock*/", "tool directive"),
-    ('s = "// synopsys translate_off";', "tool directive"),
+    ("x = 1; /*verilator sc_clock*/", "Verilator metacomment `verilator sc_clock` is not allowed"),
+    ('s = "// synopsys translate_off";', "tool metacomment `synopsys translate_off`"),
 ])
 def test_constructs_two_lexers_could_read_differently_are_refused_even_in_strings(text, reason):
     why = safety.check_raw_text(text)

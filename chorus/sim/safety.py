@@ -72,14 +72,18 @@ def check_raw_text(text: str) -> str | None:
     m = _RAW_FORBIDDEN.search(text)
     if m:
         line = text.count("\n", 0, m.start()) + 1
-        what = "an attribute `(* ... *)`" if m.group(0).startswith("(") else f"`{m.group(1)}"
-        return f"line {line}: {what} is not allowed in a testbench (even inside a string)"
+        if m.group(0).startswith("("):
+            return f"line {line}: an attribute `(* ... *)` is not allowed in a testbench (even inside a string)"
+        return f"line {line}: directive `{m.group(1)} is not allowed (even inside a string)"
     for m in _RAW_META.finditer(text):
         word = m.group(1).lower()
-        if m.group(0).lower().lstrip("/* ").startswith("verilator") and word in _HARMLESS_META:
+        tool = m.group(0).lower().lstrip("/* \t")
+        if tool.startswith("verilator") and word in _HARMLESS_META:
             continue
         line = text.count("\n", 0, m.start()) + 1
-        return f"line {line}: the tool directive `{m.group(0).strip()}` is not allowed in a testbench"
+        name = f"verilator {m.group(1)}" if tool.startswith("verilator") else m.group(0).lstrip("/* \t")
+        return f"line {line}: {'Verilator' if tool.startswith('verilator') else 'tool'} metacomment `{name}` " \
+               "is not allowed"
     return None
 
 
