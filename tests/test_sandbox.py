@@ -8,9 +8,9 @@ import pytest
 
 from chorus.sim import safety
 
-RTL = safety.parse("module cnt(input clk, output logic [3:0] q); sub s(); endmodule\n"
+RTL = safety.design_units(safety.parse("module cnt(input clk, output logic [3:0] q); sub s(); endmodule\n"
                    "module sub; endmodule\npackage cnt_pkg; endpackage\n"
-                   "module uses_cell; cell_x c(); endmodule\n", "rtl")
+                   "module uses_cell; cell_x c(); endmodule\n", "rtl"))
 
 OK_TB = """module tb;
   logic clk; wire [3:0] q; integer fd; logic [3:0] v; logic [7:0] mem [4];

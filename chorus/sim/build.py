@@ -7,6 +7,7 @@ default optimisation with everything compiled from scratch, kept as the benchmar
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 from dataclasses import dataclass
@@ -57,12 +58,30 @@ def make_vars(cfg: SimConfig, tc: Toolchain, naive: bool = False) -> dict[str, s
     return v
 
 
+def define_args(defines: dict[str, str]) -> list[str]:
+    """Verilator's +define+ arguments, the same for every Verilator run over one design."""
+    return [f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in defines.items()]
+
+
+def verilator_errors(log: str) -> list[str]:
+    return [ln.strip() for ln in log.splitlines() if ln.startswith("%Error")]
+
+
+@functools.lru_cache(maxsize=1)
+def _sources_digest() -> bytes:
+    """The driver and the rules that decide what may be built: a cached `ok` must not outlive a
+    stricter check. Read once per process (the fingerprint is computed for every evaluation)."""
+    h = hashlib.sha256(main_source().read_bytes())
+    for f in ("safety.py", "stdtasks.py", "preprocess.py", "verilator_ast.py"):
+        h.update((Path(__file__).parent / f).read_bytes())
+    return h.digest()
+
+
 def build_fingerprint(cfg: SimConfig) -> str:
     """Everything about a build that can change a result: settings, flags, the driver source and
-    the rules that decide what may be built (a cached `ok` must not outlive a stricter check)."""
+    the safety rules."""
     h = hashlib.sha256()
-    rules = [(Path(__file__).parent / f).read_bytes() for f in ("safety.py", "stdtasks.py", "preprocess.py")]
-    for part in (cfg.fingerprint(), *verilator_flags(cfg, cfg.naive_build), main_source().read_bytes(), *rules):
+    for part in (cfg.fingerprint(), *verilator_flags(cfg, cfg.naive_build), _sources_digest()):
         h.update(part if isinstance(part, bytes) else str(part).encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
@@ -79,7 +98,7 @@ def classify_failure(log: str, returncode: int | None, signal: int | None) -> tu
     if signal is not None:
         hint = " (memory or CPU limit: a compile blowup?)" if signal in (9, 24) else ""
         return "compile_error", f"Verilator was killed by signal {signal} on this testbench{hint}"
-    errors = [ln.strip() for ln in log.splitlines() if ln.startswith("%Error")]
+    errors = verilator_errors(log)
     if errors:
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         return "compile_error", errors[0][:300] + more
@@ -111,7 +130,7 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     if not naive and cfg.prebuilt_runtime:
         kit = ensure_runtime(tc, flags, mvars, cache_root)
     cmd = [str(tc.verilator), *flags, *extra_args, "--prefix", prefix, "--top-module", tb_top, "--Mdir", str(obj),
-           "-o", BINARY, *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in defines.items()),
+           "-o", BINARY, *define_args(defines),
            *sources, main.name]
     log_v = workdir / "out" / "verilator.log"
     mem, fsz = cfg.mem_limit_mb, 512

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from ..tasks.schema import Task
-from .build import build_jail, verilator_flags
+from .build import build_jail, define_args, verilator_errors, verilator_flags
 from .config import SimConfig
 from .process import run_limited
 from .toolchain import Toolchain
@@ -48,13 +48,13 @@ def _lint(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | 
             return sources.reason
         flags = [f for f in verilator_flags(cfg) if f not in ("--cc", "--exe")]
         cmd = [str(tc.verilator), "--lint-only", *flags, "--top-module", task.top,
-               *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in task.defines.items()), *sources]
+               *define_args(task.defines), *sources]
         r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=workdir / "lint.log",
                         mem_mb=cfg.mem_limit_mb, file_mb=64, jail=build_jail(cfg, cache_root, (design,), ()))
         if r.setup_error:
             return f"isolation could not be set up: {r.setup_error}"
         if r.timed_out or r.signal is not None or r.returncode != 0:
-            errors = [ln.strip() for ln in r.log.splitlines() if ln.startswith("%Error")]
+            errors = verilator_errors(r.log)
             why = errors[0][:300] if errors else f"Verilator exit {r.returncode}, signal {r.signal}"
             return f"task {task.id}: its RTL does not compile on its own: {why}"
         return None

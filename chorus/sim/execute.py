@@ -59,25 +59,30 @@ def jail_for(cfg: SimConfig, cache_root: Path, policy: Policy) -> Jail:
     return Jail(cfg.isolation, str(cache_root), policy)
 
 
-def run_binary(cfg: SimConfig, cache_root: Path, binary: Path, workdir: Path, inputs: dict[str, str],
-               extra_args: tuple[str, ...] = ()) -> tuple[RunOutcome, RunRecord]:
+def launch(cfg: SimConfig, cache_root: Path, binary: Path, args: list[str], run: Path, out: Path,
+           env: dict[str, str], policy: Policy, pass_fds: tuple[int, ...] = ()) -> RunOutcome:
+    """One jailed simulation of `binary` in `run`, under the simulator's limits (every format)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C", **env}
+    cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", *args]
+    return run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
+                       mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=cfg.run_timeout_s + 5,
+                       jail=jail_for(cfg, cache_root, policy), pass_fds=pass_fds)
+
+
+def run_binary(cfg: SimConfig, cache_root: Path, binary: Path, workdir: Path,
+               inputs: dict[str, str]) -> tuple[RunOutcome, RunRecord]:
     """Run `binary` with `workdir/run` as a fresh tmpfs and `inputs` readable in `workdir/in`."""
     run, inp, out = workdir / "run", workdir / "in", workdir / "out"
     for d in (run, inp, out):
         d.mkdir(exist_ok=True)
     for name, text in inputs.items():
         (inp / name).write_text(text)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C",
-           "CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns))}
     policy = Policy(read=(str(binary.parent), str(inp)), scratch=str(run), quota_mb=cfg.disk_quota_mb,
                     chdir=str(run), strict=True)
     fd = os.open(out / RESULT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        env["CHORUS_RESULT_FD"] = str(fd)
-        cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", *extra_args]
-        r = run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
-                        mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=cfg.run_timeout_s + 5,
-                        jail=jail_for(cfg, cache_root, policy), pass_fds=(fd,))
+        env = {"CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns)), "CHORUS_RESULT_FD": str(fd)}
+        r = launch(cfg, cache_root, binary, [], run, out, env, policy, pass_fds=(fd,))
     finally:
         os.close(fd)
     if r.timed_out or r.setup_error:

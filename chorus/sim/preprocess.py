@@ -11,7 +11,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from .build import build_jail
+from .build import build_jail, define_args, verilator_errors
 from .config import SimConfig
 from .process import run_limited
 from .toolchain import Toolchain
@@ -37,8 +37,7 @@ def preprocess(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, r
     (design / sentinel).write_text(token + "\n")
     rtl_mb = sum((design / f).stat().st_size for f in rtl_sources) >> 20
     limit_mb = max(1, cfg.max_testbench_kb * EXPANSION_FACTOR // 1024) + 2 * rtl_mb + 16
-    cmd = [str(tc.verilator), "-E", *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in defines.items()),
-           *rtl_sources, sentinel, tb_rel]
+    cmd = [str(tc.verilator), "-E", *define_args(defines), *rtl_sources, sentinel, tb_rel]
     pre = out / "preprocessed.sv"
     r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=min(60.0, cfg.build_timeout_s), log_path=out / "pre.log",
                     mem_mb=cfg.mem_limit_mb, file_mb=limit_mb, stdout_path=pre,
@@ -53,7 +52,7 @@ def preprocess(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, r
         return Preprocessed(status="too_large", reason=f"the preprocessor was stopped by signal {r.signal} "
                             f"(macros expanding past {limit_mb} MB or the memory limit?)", log=r.log)
     if r.returncode != 0:
-        errors = [ln.strip() for ln in r.log.splitlines() if ln.startswith("%Error")]
+        errors = verilator_errors(r.log)
         return Preprocessed(status="failed", reason=(errors[0] if errors else r.log.strip()[-300:])[:300], log=r.log)
     text = pre.read_text(errors="replace")
     # The sentinel file's own name appears first, in a `line marker; its content is the bare line.

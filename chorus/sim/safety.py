@@ -19,6 +19,7 @@ Rejected (status `rejected`, with the line and the construct named):
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pyslang import parsing, syntax
 
@@ -87,7 +88,7 @@ def check_raw_text(text: str) -> str | None:
     return None
 
 
-def check_host_access(tree, allow_file_tasks: bool = True) -> None:
+def check_host_access(tree) -> None:
     """Raise Unsafe for anything that reaches the host: C++, shell, DPI, files outside the run dir."""
     for tok, trivia in _tokens_and_trivia(tree):
         for tr in trivia:
@@ -138,17 +139,22 @@ def _check_file_argument(tree, node, task: str) -> None:
         raise Unsafe(f"line {_line(tree, node)}: {task} with {bad}; use a file in the working directory")
 
 
+def _declarations(tree):
+    """(node, name) of every module, interface, program, package, primitive and class."""
+    for node in _nodes(tree):
+        if node.kind in _DESIGN_DECLS:
+            yield node, _name(node.header.name if node.kind != _SK.ClassDeclaration else node.name)
+
+
 def check_design_units(tree, design_units: set[str], instantiated: set[str]) -> None:
     """The testbench may not replace the design or supply modules the design instantiates."""
     protected = design_units | instantiated
-    for node in _nodes(tree):
-        if node.kind in _DESIGN_DECLS:
-            name = _name(node.header.name if node.kind != _SK.ClassDeclaration else node.name)
-            if name in protected:
-                what = "redefines design unit" if name in design_units else "defines module"
-                tail = "; instantiate the RTL instead" if name in design_units else \
-                    ", which the design instantiates; it would count as the DUT's code"
-                raise Unsafe(f"line {_line(tree, node)}: the testbench {what} '{name}'{tail}")
+    for node, name in _declarations(tree):
+        if name in protected:
+            what = "redefines design unit" if name in design_units else "defines module"
+            tail = "; instantiate the RTL instead" if name in design_units else \
+                ", which the design instantiates; it would count as the DUT's code"
+            raise Unsafe(f"line {_line(tree, node)}: the testbench {what} '{name}'{tail}")
 
 
 def dut_instance_names(tree, design_units: set[str]) -> set[str]:
@@ -273,16 +279,27 @@ def parse(text: str, name: str):
     return syntax.SyntaxTree.fromText(text, name)
 
 
-def declared_units(tree) -> set[str]:
-    out = set()
-    for node in _nodes(tree):
-        if node.kind in _DESIGN_DECLS:
-            out.add(_name(node.header.name if node.kind != _SK.ClassDeclaration else node.name))
-    return out
-
-
 def instantiated_modules(tree) -> set[str]:
     return {_name(n.type) for n in _nodes(tree) if n.kind == _SK.HierarchyInstantiation}
+
+
+@dataclass(frozen=True)
+class DesignUnits:
+    """What a testbench is checked against: the units the design declares, the modules it
+    instantiates without declaring them, and why its RTL reaches the host (None when it doesn't)."""
+    declared: frozenset[str]
+    instantiated: frozenset[str]
+    host_access: str | None = None
+
+
+def design_units(rtl_tree) -> DesignUnits:
+    declared = frozenset(name for _, name in _declarations(rtl_tree))
+    try:
+        check_host_access(rtl_tree)
+        host = None
+    except Unsafe as exc:
+        host = str(exc).split(": ", 1)[-1]
+    return DesignUnits(declared, frozenset(instantiated_modules(rtl_tree)) - declared, host)
 
 
 def top_modules(tree) -> list[str]:
@@ -302,14 +319,13 @@ def parse_error(tree) -> str | None:
     return None
 
 
-def check_testbench(tree, rtl_tree, allow_dut_writes: bool = False) -> str | None:
+def check_testbench(tree, design: DesignUnits, allow_dut_writes: bool = False) -> str | None:
     """Why the preprocessed (and parsed: see parse_error) testbench must not be built, or None."""
-    units = declared_units(rtl_tree)
     try:
         check_host_access(tree)
-        check_design_units(tree, units, instantiated_modules(rtl_tree) - units)
+        check_design_units(tree, set(design.declared), set(design.instantiated))
         if not allow_dut_writes:
-            check_dut_writes(tree, units)
+            check_dut_writes(tree, set(design.declared))
     except Unsafe as exc:
         return str(exc)
     return None

@@ -61,12 +61,13 @@ def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) ->
 
 
 def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Path) -> SimResult:
-    testbench = testbench.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be written
+    encoded = testbench.encode("utf-8", "replace")  # lone surrogates cannot be written
+    testbench = encoded.decode("utf-8")
     if not testbench.strip():
         return SimResult("rejected", "empty testbench")
     if (broken := rtl_too_large(task)):
         return SimResult("harness_error", broken)
-    if len(testbench.encode("utf-8", "replace")) > cfg.max_testbench_kb * 1024:
+    if len(encoded) > cfg.max_testbench_kb * 1024:
         return SimResult("rejected", f"the testbench is larger than simulator.max_testbench_kb={cfg.max_testbench_kb} KB")
     facts = task_facts(task)
     # The testbench lives in verif/ as in CVDP's layout, so it never shadows an RTL file.
@@ -87,7 +88,7 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         text, tb_top, units, unparsed = checked
         (design / tb_name).write_text(text)  # build exactly the text that was checked
         sources.append(tb_name)
-        verdict = check_ast(tc, cfg, root, workdir, sources, tb_top, task.defines, units,
+        verdict = check_ast(tc, cfg, root, workdir, sources, tb_top, task.defines, set(units.declared),
                             bool(task.meta.get(TRUSTED)), cfg.allow_dut_writes)
         if verdict.status != "ok":
             return _ast_result(task, tc, cfg, root, verdict)
@@ -99,10 +100,8 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         except RuntimeBuildError as exc:
             return SimResult("harness_error", str(exc).splitlines()[0])
         seconds = {"build": round(b.seconds, 4)}
-        if b.status in ("compile_error", "timeout") and (broken := design_problem(task, tc, cfg, root)):
-            return SimResult("harness_error", broken, build_log=b.log, seconds=seconds)
         if b.status != "ok":
-            return SimResult(b.status, b.reason, build_log=b.log, seconds=seconds)
+            return _blame(task, tc, cfg, root, b.status, b.reason, b.log, seconds)
         r, rec = run_binary(cfg, root, b.binary, workdir, {})
         return score_run(task, cfg, r, rec, facts, seconds, b.log)
     finally:
@@ -110,19 +109,30 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _blame(task: Task, tc, cfg: SimConfig, root: Path, status: str, reason: str, log: str,
+           seconds: dict | None = None) -> SimResult:
+    """A build step failed on this testbench: the testbench's fault (compile_error, timeout),
+    unless the task's RTL fails on its own, which makes it a task error (harness_error)."""
+    if status in ("compile_error", "timeout") and (broken := design_problem(task, tc, cfg, root)):
+        return SimResult("harness_error", broken, build_log=log, seconds=seconds or {})
+    return SimResult(status, reason, build_log=log, seconds=seconds or {})
+
+
+def _untrusted_rtl(task: Task, what: str) -> SimResult:
+    return SimResult("harness_error", f"task {task.id}: its RTL {what}; set tasks.trusted=true only for RTL "
+                     "you trust (it would run as host code)")
+
+
 def _ast_result(task: Task, tc, cfg: SimConfig, root: Path, verdict) -> SimResult:
     if verdict.status == "setup":
         return SimResult("harness_error", verdict.reason)
     if verdict.status == "task_error":
-        return SimResult("harness_error", f"task {task.id}: {verdict.reason}; set tasks.trusted=true only for RTL "
-                         "you trust (it would run as host code)")
-    if verdict.status == "compile_error" and (broken := design_problem(task, tc, cfg, root)):
-        return SimResult("harness_error", broken, build_log=verdict.log)
-    return SimResult(verdict.status, verdict.reason, build_log=verdict.log)
+        return _untrusted_rtl(task, verdict.reason)
+    return _blame(task, tc, cfg, root, verdict.status, verdict.reason, verdict.log)
 
 
 def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path, sources: list[str],
-                      tb_name: str) -> tuple[str, str, set[str], str | None] | SimResult:
+                      tb_name: str) -> tuple[str, str, safety.DesignUnits, str | None] | SimResult:
     """The preprocessed testbench, its top module and the design's units, or the result that
     stops the run here."""
     pre = preprocess(tc, cfg, root, workdir, sources, tb_name, task.defines)
@@ -131,13 +141,10 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
     if pre.status == "too_large":
         return SimResult("rejected", pre.reason, build_log=pre.log)
     if pre.status != "ok":
-        broken = design_problem(task, tc, cfg, root)
-        return SimResult("harness_error", broken, build_log=pre.log) if broken else \
-            SimResult("compile_error", pre.reason, build_log=pre.log)
-    rtl_tree = safety.parse(pre.rtl, "rtl")
-    if not task.meta.get(TRUSTED) and (why := rtl_host_access(pre.rtl)):
-        return SimResult("harness_error", f"task {task.id}: its RTL {why}; set tasks.trusted=true only for RTL "
-                         "you trust (it would run as host code)")
+        return _blame(task, tc, cfg, root, "compile_error", pre.reason, pre.log)
+    design = rtl_units(pre.rtl)
+    if not task.meta.get(TRUSTED) and design.host_access:
+        return _untrusted_rtl(task, design.host_access)
     if why := safety.check_raw_text(pre.testbench):
         return SimResult("rejected", why)
     tree = safety.parse(pre.testbench, tb_name)
@@ -147,23 +154,20 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
         # still runs, for its error message; if Verilator accepts it, it is refused anyway.
         tops = svlex.top_modules(pre.testbench)
     else:
-        why = safety.check_testbench(tree, rtl_tree, cfg.allow_dut_writes)
+        why = safety.check_testbench(tree, design, cfg.allow_dut_writes)
         if why:
             return SimResult("rejected", why)
         tops = safety.top_modules(tree)
     if not tops:
         return SimResult("compile_error", "the testbench declares no top-level module")
     text = pre.testbench if unparsed else safety.rewrite_stop_as_finish(tree, pre.testbench)
-    return text, tops[-1], safety.declared_units(rtl_tree), unparsed
+    return text, tops[-1], design, unparsed
 
 
 @functools.lru_cache(maxsize=256)
-def rtl_host_access(rtl_text: str) -> str | None:
-    try:
-        safety.check_host_access(safety.parse(rtl_text, "rtl"))
-    except safety.Unsafe as exc:
-        return str(exc).split(": ", 1)[-1]
-    return None
+def rtl_units(rtl_text: str) -> safety.DesignUnits:
+    """The preprocessed RTL's units and host access, parsed once per design (not per testbench)."""
+    return safety.design_units(safety.parse(rtl_text, "rtl"))
 
 
 def stage_design(task: Task, design: Path) -> list[str] | SimResult:

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .build import build_jail
+from .build import build_jail, define_args, verilator_errors
 from .config import SimConfig
 from .process import run_limited
 from .toolchain import WARNING_FLAGS, Toolchain
@@ -43,13 +43,13 @@ def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, so
     ast_dir.mkdir(exist_ok=True)
     cmd = [str(tc.verilator), "--json-only", "--timing", "--timescale", "1ns/1ps", *WARNING_FLAGS,
            *cfg.extra_verilator_flags, "--top-module", top, "--Mdir", str(ast_dir), "--prefix", "Vast",
-           *(f"+define+{k}={v}" if v != "" else f"+define+{k}" for k, v in defines.items()), *sources]
+           *define_args(defines), *sources]
     r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=out / "ast.log",
                     mem_mb=cfg.mem_limit_mb, file_mb=512, jail=build_jail(cfg, cache_root, (design,), (ast_dir,)))
     if r.setup_error:
         return AstVerdict("setup", f"isolation could not be set up: {r.setup_error}")
     if r.timed_out or r.signal is not None or r.returncode != 0:
-        errors = [ln.strip() for ln in r.log.splitlines() if ln.startswith("%Error")]
+        errors = verilator_errors(r.log)
         why = errors[0][:300] if errors else ("Verilator did not finish" if r.timed_out else
                                               f"Verilator stopped (exit {r.returncode}, signal {r.signal})")
         return AstVerdict("compile_error", why, r.log)
@@ -74,7 +74,7 @@ def judge(tree: dict, files: dict, design_units: set[str], trusted_rtl: bool,
     for scope, what, where in seen.host:
         if scope in design_units:
             if not trusted_rtl:
-                return AstVerdict("task_error", f"its RTL uses {what} ({where})")
+                return AstVerdict("task_error", f"uses {what} ({where})")
         else:
             return AstVerdict("rejected", f"{where}: {what} is not allowed (host code; found in Verilator's own "
                               "parse of the testbench)")

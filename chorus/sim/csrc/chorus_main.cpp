@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <vector>
 
 static volatile std::sig_atomic_t g_output_limit = 0;
 static VerilatedContext* g_ctx = nullptr;

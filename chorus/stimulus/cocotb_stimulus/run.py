@@ -17,9 +17,8 @@ from ...sim.config import SimConfig
 from ...sim.result import SimResult
 from ...sim.runtime import RuntimeBuildError, ensure_runtime
 from ...sim.prebuilt import cached_binary, store_binary
-from ...sim.execute import RunRecord, jail_for, score_run
+from ...sim.execute import RunRecord, launch, score_run
 from ...sim.isolation import Policy
-from ...sim.process import run_limited
 from ...sim.simulate import stage_design, task_facts
 from ...sim.toolchain import ToolchainError, find_toolchain, flagset_key
 from ...tasks.schema import Task
@@ -167,15 +166,10 @@ def _run_once(task: Task, cfg: SimConfig, binary: Path, workdir: Path, env: dict
     status and coverage into the run directory; they are read after the whole tree is dead."""
     run, out = workdir / "run", workdir / "out"
     out.mkdir(exist_ok=True)
-    root = default_cache_root(cfg.cache_dir)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C",
-           "CHORUS_STATUS_OUT": str(run / "status.json"), **env}
-    cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", "--coverage-per-instance",
-           f"+verilator+coverage+file+{run / 'coverage.dat'}"]
+    args = ["--coverage-per-instance", f"+verilator+coverage+file+{run / 'coverage.dat'}"]
     policy = Policy(read=(str(binary.parent),), write=(str(run),), chdir=str(run), strict=True)
-    r = run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
-                    mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=cfg.run_timeout_s + 5,
-                    jail=jail_for(cfg, root, policy))
+    r = launch(cfg, default_cache_root(cfg.cache_dir), binary, args, run, out,
+               {"CHORUS_STATUS_OUT": str(run / "status.json"), **env}, policy)
     try:
         status = json.loads((run / "status.json").read_text())
     except (OSError, json.JSONDecodeError):
