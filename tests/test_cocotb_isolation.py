@@ -15,8 +15,7 @@ import pytest
 from chorus.stimulus.aliases import alias_map
 from chorus.stimulus.cocotb_stimulus import check_stimulus, child, run_cocotb
 from chorus.stimulus.formats import score
-from chorus.tasks.schema import Task
-from test_cocotb_format import GOOD, HEAD, RTL
+from test_cocotb_format import GOOD, HEAD, _same, task  # noqa: F401 (task: the codelock fixture, shared)
 
 CHILD = Path(child.__file__).parent  # the child's modules import each other by bare name
 SECRET = "chorus-secret-7f3a9c"
@@ -42,17 +41,6 @@ HONEST = HEAD + """async def stimulus(dut):
     dut.in1.value = 1
     await ClockCycles(dut.clk, 3, rising=False)
 """
-
-
-@pytest.fixture
-def task():
-    return Task(id="codelock", spec="3-7-1 code lock", rtl={"codelock.sv": RTL}, top="codelock", instance="lock_i",
-                targets={"overall": 90})
-
-
-def _same_coverage(a, b):
-    assert a.status == b.status == "ok", (a.reason, b.reason)
-    assert a.report.counts == b.report.counts and a.report.metrics == b.report.metrics
 
 
 def _line(text: str, snippet: str) -> int:
@@ -158,7 +146,7 @@ attempt("chmod_run_dir", lambda: osd["chmod"](".", 0))
         assert all(" failed " in ln for ln in lines[2:]) and len(lines) == 15, lines
         assert SECRET not in attacked.run_log + attacked.reason
         assert not (tmp_path / "pwned.txt").exists() and not (cwd / "pwned.txt").exists()
-        _same_coverage(attacked, honest)
+        _same(attacked, honest)
         assert json.loads((cwd / "status.json").read_text())["isolation"]["landlock_abi"] >= 1
     finally:
         shutil.rmtree(cwd.parent, ignore_errors=True)
