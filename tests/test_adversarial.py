@@ -30,7 +30,7 @@ from chorus.sim import SimConfig, simulate
 from chorus.sim import isolation
 from chorus.sim.isolation import Policy
 from chorus.sim.process import Jail, run_limited
-from chorus.tasks.schema import Task
+from chorus.tasks.schema import TRUSTED, Task
 from helpers import COUNTER, counter_tb
 
 SECRET = "CHORUS-ADV-SECRET-7f3a9c41"
@@ -92,10 +92,6 @@ def run(task: Task, tb: str, cfg: SimConfig, **over):
 
 def trusted(task: Task, cfg: SimConfig) -> tuple[Task, SimConfig]:
     """The same task and config with the task's RTL trusted to use host code."""
-    if "trust_task_rtl" in SimConfig.__dataclass_fields__:
-        return task, dataclasses.replace(cfg, trust_task_rtl=True)
-    from chorus.tasks.schema import TRUSTED
-
     return dataclasses.replace(task, meta={**task.meta, TRUSTED: True}), cfg
 
 
@@ -737,6 +733,16 @@ def test_task_rtl_with_host_code_needs_trust(cfg, work, name):
     assert ok.status in ("ok", "compile_error"), (ok.status, ok.reason)
     assert "tasks.trusted" not in ok.reason and ok.status == "ok"
     assert_clean(work)
+
+
+@pytest.mark.slow
+def test_a_trusted_runs_cached_result_never_answers_an_untrusted_run(cfg, work):
+    task = Task(id="host-rtl-cached", spec="", rtl={"rtl/hdut.sv": HOST_RTL["$c"]}, top="hdut", instance="uut")
+    cached = dataclasses.replace(cfg, cache=True)
+    t_task, _ = trusted(task, cfg)
+    assert simulate(t_task, HOST_TB, cached).status == "ok"
+    r = simulate(task, HOST_TB, cached)
+    assert r.status == "harness_error" and not r.cached and "tasks.trusted" in r.reason, (r.status, r.reason)
 
 
 @pytest.mark.slow

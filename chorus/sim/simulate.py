@@ -48,8 +48,10 @@ def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) ->
     except ToolchainError as exc:
         return SimResult("harness_error", str(exc))
     root = default_cache_root(cfg.cache_dir)
+    # Trust changes what may be built, so a trusted run's `ok` must never answer an untrusted one.
+    trust = "+trusted-rtl" if task.meta.get(TRUSTED) else ""
     key = result_key(task.rtl, task.defines, task.top, task.instance, testbench, task.tb_name,
-                     build_fingerprint(cfg), tc.version)
+                     build_fingerprint(cfg) + trust, tc.version)
     cache = ResultCache(root) if cfg.cache else None
     if cache and (hit := cache.get(key)):
         return hit
