@@ -11,16 +11,14 @@ import functools
 import hashlib
 import shutil
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from .config import SimConfig
 from .isolation import Policy
 from .process import Jail, run_limited
-from .runtime import RuntimeKit, ensure_runtime
+from .runtime import PREFIX, RuntimeKit, ensure_runtime, main_source
 from .toolchain import COVERAGE_FLAGS, WARNING_FLAGS, Toolchain
 
-PREFIX = "Vtb"
 BINARY = "sim"
 
 
@@ -31,10 +29,6 @@ class BuildOutcome:
     log: str
     seconds: float
     binary: Path | None = None
-
-
-def main_source() -> Path:
-    return Path(str(resources.files("chorus.sim") / "csrc" / "chorus_main.cpp"))
 
 
 def verilator_flags(cfg: SimConfig, naive: bool = False) -> tuple[str, ...]:

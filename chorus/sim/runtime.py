@@ -10,10 +10,22 @@ import fcntl
 import shutil
 import tempfile
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from .process import run_limited
 from .toolchain import Toolchain, flagset_key
+
+# What every chorus model is built with, the runtime kit included: the kit's objects and header are
+# compiled against chorus's driver and the Verilator prefix, so they live here and build.py imports
+# them (the kit is the lower layer; it knows nothing of builds).
+PREFIX = "Vtb"
+
+
+def main_source() -> Path:
+    """chorus's C++ driver (main) for the Verilated model."""
+    return Path(str(resources.files("chorus.sim") / "csrc" / "chorus_main.cpp"))
+
 
 _TRIVIAL_TB = "`timescale 1ns/1ps\nmodule tb; logic c = 0; always #1 c = ~c; initial begin @(posedge c); #1 $finish; end endmodule\n"
 _PCH = '#include "verilated.h"\n#include "verilated_cov.h"\n#include "verilated_timing.h"\n'
@@ -52,8 +64,6 @@ def ensure_runtime(tc: Toolchain, flags: tuple[str, ...], make_vars: dict[str, s
 
 
 def _build_kit(tc: Toolchain, flags, make_vars, tmp: Path, dest: Path) -> None:
-    from .build import PREFIX, main_source  # local: build imports this module
-
     (tmp / "tb.sv").write_text(_TRIVIAL_TB)
     shutil.copy(main_source(), tmp / "chorus_main.cpp")
     env = tc.env()
