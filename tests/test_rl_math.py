@@ -8,7 +8,7 @@ from chorus.rl.advantages import AdvantageError, group_normalized, mean_centered
 from chorus.rl.losses import (aggregate, clipped_pg_loss, k3_kl, overlong_penalty, sft_loss, step_normalizer,
                                token_logprobs)
 from chorus.rl.rewards import RewardConfig, reward
-from chorus.rl.sampling import dynamic_sample
+from chorus.rl.dynamic_sampling import dynamic_sample
 
 
 def test_rewards_coverage_penalties_bonus_and_harness_errors():

@@ -6,7 +6,7 @@ from chorus.policy.engines import Generation, SamplingParams
 from chorus.rl.algos import get_algo
 from chorus.rl.rewards import RewardConfig
 from chorus.rl.rollouts import RolloutSpec, collect
-from chorus.rl.sampler import TaskSampler
+from chorus.rl.task_sampler import TaskSampler
 from chorus.sim.pool import make_pool
 from chorus.tasks import load_tasks
 

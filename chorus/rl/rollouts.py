@@ -21,7 +21,7 @@ from .advantages import ADVANTAGES
 from .algos import RLAlgo
 from .losses import overlong_penalty
 from .rewards import RewardConfig, reward
-from .sampling import dynamic_sample, reward_std
+from .dynamic_sampling import dynamic_sample, reward_std
 
 
 @dataclass

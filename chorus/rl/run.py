@@ -27,7 +27,7 @@ from .algos import RLAlgo
 from .module import RLModule
 from .rewards import RewardConfig
 from .rollouts import RolloutSpec, collect
-from .sampler import TaskSampler
+from .task_sampler import TaskSampler
 
 log = logging.getLogger("chorus.rl")
 
