@@ -5,9 +5,8 @@ import pytest
 import torch
 
 from chorus.rl.advantages import AdvantageError, group_normalized, mean_centered
-from chorus.rl.losses import (aggregate, clipped_pg_loss, k3_kl, overlong_penalty, sft_loss, step_normalizer,
-                               token_logprobs)
-from chorus.rl.rewards import RewardConfig, reward
+from chorus.rl.losses import aggregate, clipped_pg_loss, k3_kl, sft_loss, step_normalizer, token_logprobs
+from chorus.rl.rewards import RewardConfig, overlong_penalty, reward
 from chorus.rl.dynamic_sampling import dynamic_sample
 
 

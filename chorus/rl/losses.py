@@ -52,18 +52,6 @@ def clipped_pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torc
     return loss, stats
 
 
-def overlong_penalty(length: int, max_length: int, buffer: int) -> float:
-    """DAPO's soft overlong punishment: 0 up to max-buffer, then linear down to -1 at max, -1 beyond."""
-    if buffer <= 0:
-        return 0.0 if length <= max_length else -1.0
-    start = max_length - buffer
-    if length <= start:
-        return 0.0
-    if length <= max_length:
-        return (start - length) / buffer
-    return -1.0
-
-
 def sft_loss(logits: torch.Tensor, labels: torch.Tensor, normalizer: float | None = None) -> torch.Tensor:
     """Next-token cross-entropy over labelled positions (-100 = ignore); token mean over the step."""
     shift_logits, shift_labels = logits[:, :-1].float(), labels[:, 1:]

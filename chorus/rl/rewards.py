@@ -28,3 +28,17 @@ def reward(status: str, overall: float | None, passed: bool, cfg: RewardConfig =
     if passed:
         r += cfg.pass_bonus
     return r
+
+
+def overlong_penalty(length: int, max_length: int, buffer: int) -> float:
+    """DAPO's soft overlong punishment, added to a sample's reward: 0 up to max-buffer, then linear
+    down to -1 at max, -1 beyond. Reward shaping, so it lives with the reward (rollouts add it when
+    the algorithm sets an overlong buffer), not with the losses."""
+    if buffer <= 0:
+        return 0.0 if length <= max_length else -1.0
+    start = max_length - buffer
+    if length <= start:
+        return 0.0
+    if length <= max_length:
+        return (start - length) / buffer
+    return -1.0

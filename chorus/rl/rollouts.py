@@ -19,8 +19,7 @@ from ..protocol.direct import parsed_job
 from ..sim import SimConfig
 from .advantages import ADVANTAGES
 from .algos import RLAlgo
-from .losses import overlong_penalty
-from .rewards import RewardConfig, reward
+from .rewards import RewardConfig, overlong_penalty, reward
 from .dynamic_sampling import dynamic_sample, reward_std
 
 
