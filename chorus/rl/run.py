@@ -138,8 +138,19 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
     steps_log, rollouts_log = out / "steps.jsonl", out / "rollouts.jsonl"
 
     with make_pool(workers) as pool:
-        def draw(k: int) -> list:  # every rank advances the same data position and takes its share
-            return sampler.draw(k * fit.world_size)[fit.global_rank::fit.world_size]
+        ckpt_dir = out / "ckpt"
+        checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl["save_every"],
+                                                            save_last=True, save_top_k=0)
+        fit = L.Trainer(max_steps=rl["steps"], accelerator=trainer["accelerator"], devices=trainer["devices"],
+                        num_nodes=trainer["num_nodes"], strategy=trainer["strategy"], precision=trainer["precision"],
+                        logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"), callbacks=[checkpointing],
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
+                        limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)
+
+        # The closures below read the ranks from `fit` when called, not now: under a spawning
+        # strategy a process learns its rank only once fit starts.
+        def draw(k: int) -> list:
+            return sampler.draw_share(k, fit.world_size, fit.global_rank)
 
         def rollout(step: int):
             with warnings.catch_warnings():
@@ -173,14 +184,6 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
                           max_new_tokens=rl["max_new_tokens"], ref_model=ref, state=sampler.state_dict,
                           restore=sampler.load_state_dict, on_step=on_step,
                           sync_weights=_engine_sync(engine) if rl["engine"] == "vllm" else None)
-        ckpt_dir = out / "ckpt"
-        checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl["save_every"],
-                                                            save_last=True, save_top_k=0)
-        fit = L.Trainer(max_steps=rl["steps"], accelerator=trainer["accelerator"], devices=trainer["devices"],
-                        num_nodes=trainer["num_nodes"], strategy=trainer["strategy"], precision=trainer["precision"],
-                        logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"), callbacks=[checkpointing],
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
-                        limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)
         last = ckpt_dir / "last.ckpt"
         resume = str(last) if rl["resume"] and last.exists() else None
         _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), _checkpoint_step(resume) if resume else 0)

@@ -31,6 +31,12 @@ class TaskSampler:
             self.drawn += 1
         return out
 
+    def draw_share(self, k: int, world_size: int, rank: int) -> list:
+        """This rank's k tasks under data parallelism: every rank advances the same data position by
+        k x world_size tasks and takes every world_size-th one from its rank on, so the ranks train
+        on disjoint tasks and all hold the same position (any rank's checkpoint resumes them all)."""
+        return self.draw(k * world_size)[rank::world_size]
+
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "index": self.index, "drawn": self.drawn, "seed": self.seed,
                 "n_tasks": len(self.tasks)}
