@@ -1,9 +1,12 @@
-"""Simulator settings: one frozen dataclass, mirrored by conf/simulator/verilator.yaml."""
+"""Simulator settings: one frozen dataclass, the `simulator` group's schema and its defaults
+(conf/simulator/verilator.yaml states only what differs)."""
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+
+from ..modes import Isolation
 
 
 @dataclass(frozen=True)
@@ -15,7 +18,8 @@ class SimConfig:
     output_limit_mb: int = 64  # any one file the simulation writes, stdout included
     error_limit: int = 1000  # +verilator+error+limit: $error must not end the run
     strict_instance: bool = False  # CVDP rule: pass only if the required instance name exists
-    isolation: str = "required"  # required | best_effort | off: OS isolation of builds and runs
+    # OS isolation of builds and runs; a plain string is accepted too (isolation.check validates it)
+    isolation: Isolation = Isolation.required
     disk_quota_mb: int = 256  # everything one simulation writes, in total (a tmpfs)
     max_testbench_kb: int = 1024  # larger testbenches are rejected before any work
     allow_dut_writes: bool = False  # permit force/release/hierarchical writes into the DUT

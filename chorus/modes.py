@@ -1,0 +1,98 @@
+"""The closed sets of strings that configure chorus, as enums the schema types its fields with, so
+that Hydra refuses `consolidation.mode=pgg` while composing instead of after a model has loaded.
+
+Each member's name is its value and the YAML spelling, which keeps three things true: Hydra converts
+YAML strings by member name; a member equals, hashes and formats like its string, so library code may
+compare `mode == "direct"`, look it up in a dict keyed by strings or put it in an f-string; and
+`OmegaConf.to_container(..., enum_to_str=True)` (which writes names) yields the same plain strings.
+No imports beyond the standard library: the schema and the simulator both import this module.
+"""
+from __future__ import annotations
+
+import enum
+
+
+class Choice(str, enum.Enum):
+    """A str enum whose members are named like their values; str() and format() give the value
+    (Python 3.11 would print `Class.member` for a str mix-in, e.g. inside an f-string or a path)."""
+
+    @staticmethod
+    def _generate_next_value_(name, start, count, last_values):  # auto() -> the member's own name
+        return name
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class Engine(Choice):
+    """rl.engine, policy.engine: how samples are generated."""
+    hf = enum.auto()  # transformers' generate inside the training process
+    vllm = enum.auto()  # a vLLM engine (required under trainer=fsdp)
+
+
+class OPDMode(Choice):
+    """consolidation.mode (opd)."""
+    pg = enum.auto()  # per-token advantage -(log pi_student - log pi_teacher) in the clipped PG loss
+    direct = enum.auto()  # a divergence over the whole vocabulary (consolidation.divergence)
+
+
+class Divergence(Choice):
+    """consolidation.divergence (opd mode=direct)."""
+    reverse_kl = enum.auto()
+    jsd = enum.auto()  # generalised JSD with consolidation.beta
+
+
+class TeacherSource(Choice):
+    """teacher_pool.teachers[].source: where a teacher's per-task rewards come from."""
+    online = enum.auto()  # K teacher samples per task, estimated once and cached in the run dir
+    table = enum.auto()  # an evaluation run's per-task table (teachers[].rewards)
+
+
+class MissingRewards(Choice):
+    """teacher_pool.missing: a reward table that lacks some training tasks."""
+    error = enum.auto()
+    online = enum.auto()  # estimate those tasks online
+    skip = enum.auto()  # leave that teacher out of those tasks
+
+
+class Difficulty(Choice):
+    """tasks.difficulty, sft_stage.tasks.difficulty (generated tasks)."""
+    easy = enum.auto()
+    medium = enum.auto()
+    hard = enum.auto()
+
+
+class Split(Choice):
+    """tasks.split."""
+    train = enum.auto()
+    test = enum.auto()
+    all = enum.auto()
+
+
+class Quality(Choice):
+    """policy.quality: which of a generated task's reference programs policy=reference scores."""
+    strong = enum.auto()
+    medium = enum.auto()
+    weak = enum.auto()
+
+
+class SFTKind(Choice):
+    """sft_stage.kinds: the kinds of SFT examples a stage trains on."""
+    validated = enum.auto()  # execution-validated answers
+    repair = enum.auto()  # agentic repair pairs (a failed answer, its feedback, a better answer)
+
+
+class LogMode(Choice):
+    """logger.mode (W&B)."""
+    offline = enum.auto()
+    online = enum.auto()  # needs an API key
+    disabled = enum.auto()
+
+
+class Isolation(Choice):
+    """simulator.isolation: OS isolation of untrusted builds and runs (chorus/sim/isolation.py)."""
+    required = enum.auto()  # refuse to run when the kernel lacks a layer
+    best_effort = enum.auto()  # use what the kernel grants and warn once
+    off = enum.auto()
