@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..policy.engines import SamplingParams
 from ..policy.models import load_model
-from ..rl.algos import RLAlgo
+from ..rl.algos import OPD_ALGO
 from ..rl.rewards import RewardConfig, reward
 from ..rl.run import Objective, train_rl
 from ..sim import SimConfig
@@ -60,9 +60,7 @@ def train_opd(student: str, out_dir: str | Path, teachers: list[Teacher], opd: d
                                 micro_batch=rl["micro_batch"])
     module = functools.partial(OPDModule, mode=opd["mode"], divergence=opd["divergence"], beta=opd["beta"],
                                teachers=models)
-    # token-mean loss with DAPO's clip range; no group advantage is used, so G=1 is allowed
-    algo = RLAlgo("opd", "dr_grpo", "token_mean", eps_low=0.2, eps_high=0.28)
-    return train_rl(student, out, algo, rl, tasks, eval_tasks, fmt, sim, trainer, workers=workers, seed=seed,
+    return train_rl(student, out, OPD_ALGO, rl, tasks, eval_tasks, fmt, sim, trainer, workers=workers, seed=seed,
                     dtype=dtype, meta={**(meta or {}), "teachers": order},
                     objective=Objective(collect=collect, module=module, log_batch=log_decisions), log_step=log_step)
 

@@ -7,18 +7,11 @@ in the run dir. A table that lacks some training tasks either raises or falls ba
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..config_schema import Teacher  # one entry of teacher_pool.teachers
+from ..modes import MissingRewards, TeacherSource
 from ..tracking.run_dir import PARQUET, TABLE, kept_answers, read_table
-
-
-@dataclass
-class Teacher:
-    name: str
-    checkpoint: str
-    source: str = "online"  # online | table
-    rewards: str | None = None  # table: a run dir or a per_task.parquet/jsonl
 
 
 def check_teachers(teachers: list[Teacher]) -> None:
@@ -29,7 +22,7 @@ def check_teachers(teachers: list[Teacher]) -> None:
             raise ValueError(f"teacher {t.name}: no checkpoint at {t.checkpoint}; produce it with "
                              f"`python -m chorus.train job=rl sft_stage={t.name}` or point "
                              f"teacher_pool.teachers[].checkpoint at an existing model")
-        if t.source not in ("online", "table"):
+        if t.source not in list(TeacherSource):
             raise ValueError(f"teacher {t.name}: unknown reward source {t.source!r}; use online or table")
         if t.source == "table" and not _table_path(t.rewards):
             raise ValueError(f"teacher {t.name}: reward table {t.rewards} not found; evaluate the teacher on the "
@@ -57,7 +50,7 @@ class TeacherRewards:
 
     def __init__(self, teachers: list[Teacher], task_ids: list[str], missing: str = "error",
                  estimate=None, cache: Path | None = None):
-        if missing not in ("error", "online", "skip"):
+        if missing not in list(MissingRewards):
             raise ValueError(f"teacher_pool.missing must be error, online or skip, got {missing!r}")
         self.teachers, self.missing, self.estimate, self.cache = teachers, missing, estimate, cache
         self.known: dict[str, dict[str, float]] = {t.name: {} for t in teachers}

@@ -1,24 +1,32 @@
-"""The `rl_algo` registry: each algorithm is a choice of advantage, loss aggregation, clipping and
-KL, plus its YAML in conf/rl_algo/. A new algorithm is one entry here and one YAML file."""
+"""The `rl_algo` registry. An algorithm's settings (clip range, KL, dynamic sampling, overlong
+buffer) are RLAlgoConf's defaults in config_schema.py overlaid with conf/rl_algo/<name>.yaml, and
+nowhere else; what is not a setting, its advantage estimator and loss aggregation, is ESTIMATORS
+below. A new algorithm is one entry there and one YAML file."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+from omegaconf import OmegaConf
+
+from ..config_schema import CONF_DIR, RLAlgoConf
 from .advantages import ADVANTAGES
 
 
 @dataclass(frozen=True)
 class RLAlgo:
+    """An algorithm as the trainer uses it: RLAlgoConf's fields (the settings, no defaults here:
+    build it with get_algo) plus the two that are not settings."""
     name: str
     advantage: str  # key of ADVANTAGES
     aggregation: str  # token_mean | seq_mean | seq_sum_const (see losses.aggregate)
-    eps_low: float = 0.2
-    eps_high: float = 0.2
-    kl_coef: float = 0.0  # > 0 needs a reference model (k3 estimator)
-    dynamic_sampling: bool = False
-    overlong_buffer: int = 0  # tokens of DAPO's soft overlong buffer; 0 = off
-    std_threshold: float = 1e-3  # dynamic sampling keeps groups whose reward std is above this
-    max_refills: int = 2  # dynamic sampling's bounded refill
+    eps_low: float
+    eps_high: float
+    kl_coef: float  # > 0 needs a reference model (k3 estimator)
+    dynamic_sampling: bool
+    std_threshold: float
+    max_refills: int
+    overlong_buffer: int
 
     def __post_init__(self):
         if self.advantage not in ADVANTAGES:
@@ -29,19 +37,31 @@ class RLAlgo:
         return self.kl_coef > 0
 
 
-RL_ALGOS = {
-    # DAPO: clip-higher, token-mean over the whole step, no KL, dynamic sampling, overlong shaping.
-    "dapo": RLAlgo("dapo", "dapo", "token_mean", 0.2, 0.28, 0.0, True, 64),
-    # GRPO: symmetric clip, per-sequence mean, optional k3 KL against a reference.
-    "grpo": RLAlgo("grpo", "grpo", "seq_mean", 0.2, 0.2, 0.0),
-    # Dr. GRPO: no std normalisation, constant (generation-budget) normaliser.
-    "dr_grpo": RLAlgo("dr_grpo", "dr_grpo", "seq_sum_const", 0.2, 0.2, 0.0),
+ESTIMATORS = {  # name -> (advantage, loss aggregation)
+    "dapo": ("dapo", "token_mean"),  # group-normalised advantage; token mean over the whole step
+    "grpo": ("grpo", "seq_mean"),  # group-normalised advantage; per-sequence mean
+    "dr_grpo": ("dr_grpo", "seq_sum_const"),  # no std normalisation; constant (generation-budget) normaliser
 }
 
 
+def algo_settings(name: str, **overrides) -> dict:
+    """What `rl_algo=<name>` composes to (RLAlgoConf + its YAML), with `overrides` on top; unknown
+    keys and values of the wrong type raise, as on the command line."""
+    option = OmegaConf.load(CONF_DIR / "rl_algo" / f"{name}.yaml")
+    option.pop("defaults", None)
+    return OmegaConf.to_container(OmegaConf.merge(RLAlgoConf, option, overrides), enum_to_str=True)
+
+
 def get_algo(name: str, **overrides) -> RLAlgo:
-    if name not in RL_ALGOS:
-        raise ValueError(f"unknown rl_algo {name!r}; choose one of {sorted(RL_ALGOS)}")
-    base = RL_ALGOS[name]
-    fields = {**base.__dict__, **{k: v for k, v in overrides.items() if k in base.__dict__}}
-    return RLAlgo(**fields)
+    if name not in ESTIMATORS:
+        raise ValueError(f"unknown rl_algo {name!r}; choose one of {sorted(ESTIMATORS)}")
+    advantage, aggregation = ESTIMATORS[name]
+    return RLAlgo(advantage=advantage, aggregation=aggregation, **algo_settings(name, **overrides))
+
+
+# consolidation=opd is not an rl_algo choice (it reads none of rl_algo's settings). The teachers give
+# the advantage, so it uses no group statistics: "dr_grpo" (no std normalisation) lets rl.group_size
+# be 1. Its loss is a token mean with DAPO's clip-higher range, stated here and only here; the rest
+# is RLAlgoConf's defaults: no KL, no dynamic sampling, no overlong shaping.
+OPD_ALGO = RLAlgo(**{**dataclasses.asdict(RLAlgoConf()), "name": "opd", "eps_low": 0.2, "eps_high": 0.28},
+                  advantage="dr_grpo", aggregation="token_mean")

@@ -5,16 +5,9 @@ of group baselines and receive advantage 0.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..config_schema import RewardConfig  # rl.reward's schema, its defaults and what each term does
 
 FAILED_TO_RUN = ("compile_error", "rejected", "timeout", "runtime_error", "missing")
-
-
-@dataclass(frozen=True)
-class RewardConfig:
-    compile_penalty: float = 0.0  # added when the stimulus did not run (compile error, rejected, ...)
-    empty_penalty: float = -0.1  # added for stimulus that drives nothing (an RL exploit seen here)
-    pass_bonus: float = 0.0  # added when the task's target is reached
 
 
 def reward(status: str, overall: float | None, passed: bool, cfg: RewardConfig = RewardConfig()) -> float | None:
