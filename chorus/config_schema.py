@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
 from .modes import Difficulty, Divergence, Engine, LogMode, MissingRewards, OPDMode, Quality, SFTKind, Split, \
     TeacherSource
 from .sim.config import SimConfig
