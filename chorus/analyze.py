@@ -20,9 +20,8 @@ register_configs()
 
 @hydra.main(config_path=str(CONF_DIR), config_name="analyze", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from .analysis.matrix import pass_at_coverage
     from .analysis.report import analyze_runs
-    from .tracking.runs import RunSet, load_runs, load_wandb_runs
+    from .tracking.runs import load_runs, load_wandb_runs, with_pass_rule
 
     c = OmegaConf.to_container(cfg, resolve=True)
     out = Path(c["out"] or HydraConfig.get().runtime.output_dir)
@@ -32,8 +31,7 @@ def main(cfg: DictConfig) -> None:
         warnings.showwarning = lambda msg, *a, **k: print(f"chorus.analyze: warning: {msg}", file=sys.stderr)
         try:
             runs = load_wandb_runs(c["wandb"]) if c["wandb"] else load_runs(c["runs"])
-            if c["pass_coverage"] is not None:
-                runs = RunSet(pass_at_coverage(runs.table, c["pass_coverage"]), runs.runs, runs.skipped)
+            runs = with_pass_rule(runs, c["pass_coverage"])  # the runs' own rule unless one is given
             for path, why in runs.skipped:
                 print(f"chorus.analyze: skipped {path}: {why}", file=sys.stderr)
             result = analyze_runs(runs, out, c["experts"], k=c["k"], min_rate=c["min_rate"], n_boot=c["bootstrap"],

@@ -16,12 +16,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from .config_schema import CONF_DIR, register_configs
+from .job_settings import check_settings
 from .policy.static import STATIC_POLICIES
 from .scoring import score_completions
 from .sim.config import sim_config
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError, load_tasks
-from .tracking.record import model_name, run_metadata
+from .tracking.record import model_name, run_metadata, write_error
 from .tracking.run_dir import write_run
 from .tracking.summary import summarize
 from .tracking.wandb_mirror import open_mirror
@@ -29,7 +30,8 @@ from .tracking.wandb_mirror import open_mirror
 register_configs()
 
 
-def run(cfg: dict, out_dir: Path) -> dict:
+def prepare(cfg: dict) -> dict:
+    """Everything that can fail cheaply, before the W&B run or any model starts."""
     tasks = load_tasks(**{k: v for k, v in cfg["tasks"].items() if v is not None or k == "limit"})
     if not tasks:
         raise TaskFormatError("no tasks selected; check tasks.split / tasks.ids / tasks.limit")
@@ -38,20 +40,34 @@ def run(cfg: dict, out_dir: Path) -> dict:
     get_format(fmt)
     policy = dict(cfg["policy"])
     name = policy.pop("name")
-    n = cfg["n_samples"]
-    if n < 1:
-        raise ValueError(f"n_samples must be >= 1, got {n}")
+    if cfg["n_samples"] < 1:
+        raise ValueError(f"n_samples must be >= 1, got {cfg['n_samples']}")
+    if name not in [*STATIC_POLICIES, "model"]:
+        raise ValueError(f"unknown policy {name!r}; choose one of {sorted([*STATIC_POLICIES, 'model'])}")
+    if name == "model":
+        from .policy.models import resolve_path
+        from .protocol import PROTOCOLS
+
+        if cfg["protocol"]["name"] not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {cfg['protocol']['name']!r}; choose one of {sorted(PROTOCOLS)}")
+        resolve_path(**cfg["model"])  # a missing checkpoint stops here
     sim, workers = sim_config(cfg["simulator"])
+    return {"tasks": tasks, "fmt": fmt, "fmt_options": fmt_options, "policy_name": name, "policy": policy,
+            "sim": sim, "workers": workers}
+
+
+def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
+    tasks, fmt, fmt_options, name, policy, sim, workers = (inputs[k] for k in (
+        "tasks", "fmt", "fmt_options", "policy_name", "policy", "sim", "workers"))
+    n = cfg["n_samples"]
     if name == "model":
         rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers)
-    elif name in STATIC_POLICIES:
+    else:
         completions = [STATIC_POLICIES[name](t, samples=n, fmt=fmt, fmt_options=fmt_options, **policy) for t in tasks]
         rows = score_completions(tasks, completions, sim, fmt, fmt_options, workers, progress=cfg["progress"])
-    else:
-        raise ValueError(f"unknown policy {name!r}; choose one of {sorted([*STATIC_POLICIES, 'model'])}")
     model = model_name(cfg["model"]) if name == "model" else None
-    summary = {**summarize(rows), "format": fmt, "policy": name, "tasks": cfg["tasks"]["name"],
-               **run_metadata("evaluate", model, policy.get("seed"))}
+    summary = {**summarize(rows, cfg["pass_coverage"]), "format": fmt, "policy": name, "tasks": cfg["tasks"]["name"],
+               **run_metadata("evaluate", model, policy.get("seed"), pass_coverage=cfg["pass_coverage"])}
     write_run(out_dir, rows, summary)
     return summary
 
@@ -63,8 +79,6 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
 
     proto = dict(cfg["protocol"])
     proto_name = proto.pop("name")
-    if proto_name not in PROTOCOLS:
-        raise ValueError(f"unknown protocol {proto_name!r}; choose one of {sorted(PROTOCOLS)}")
     if policy["engine"] == "vllm":  # vLLM loads the weights itself; chorus only needs the tokenizer
         from transformers import AutoTokenizer
 
@@ -90,13 +104,16 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
 @hydra.main(config_path=str(CONF_DIR), config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    c = OmegaConf.to_container(cfg, resolve=True)
+    c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     try:
+        check_settings("evaluate", f"policy={c['policy']['name']}", c, cfg, list(HydraConfig.get().overrides.task))
+        inputs = prepare(c)
         with open_mirror(c["logger"], c, out_dir, name=f"evaluate/{out_dir.name}", job_type="evaluate") as mirror:
-            summary = run(c, out_dir)
+            summary = run(c, inputs, out_dir)
             mirror.log_result(out_dir)
     except (TaskFormatError, ValueError, OSError) as exc:  # ModelLoadError and PromptTooLong are ValueErrors
-        print(f"chorus.evaluate: error: {exc}", file=sys.stderr)
+        print(f"chorus.evaluate: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        write_error(out_dir, exc)
         sys.exit(2)
     print(f"{summary['n_tasks']} tasks, pass rate {summary['pass_rate']:.3f}, "
           f"mean overall {summary['mean_overall']:.2f}%, statuses {summary['status_counts']} -> {out_dir}")

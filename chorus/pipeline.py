@@ -4,8 +4,9 @@
 CHORUS end to end by chaining the existing jobs: SFT stages 0-2 (`chorus.train job=sft`), a DAPO
 expert per stage (`job=rl`, each evaluated on the held-out tasks), the merges and reward-gated OPD
 over the three experts (`consolidation=...`), then the analysis (oracle union, gap recovery, routing)
-into <runs_dir>/REPORT.md with its plots. Each step is its own run dir; a step whose results exist is
-skipped, so re-running the command resumes.
+into <runs_dir>/REPORT.md with its plots. Each step is its own run dir, named by its configuration
+(see chorus.train); a step whose dir holds results made with exactly its planned settings is
+skipped, so re-running the command resumes, and a changed setting re-runs the steps it reaches.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import hydra
 from hydra import compose
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from .config_schema import CONF_DIR, register_configs
 
@@ -24,47 +25,82 @@ STAGES = ("stage0", "stage1", "stage2")
 
 
 def plan(c: dict) -> list:
-    """The pipeline's steps; each one's overrides are composed now, so a bad one fails before anything runs."""
-    from .train import auto_job, run_dir
+    """The pipeline's steps, each composed now (so a bad setting fails before anything runs) with the
+    run dir its configuration determines. Steps are wired by those dirs: a stage starts from the
+    planned dir of the stage before it, an expert from its stage's, the consolidations from the
+    experts', so a changed setting gives new dirs to its step and to every step downstream of it.
+    The preset's and `extra` settings reach only the jobs that read them; one no job reads is refused."""
+    from .job_settings import is_used, override_key, unused_overrides, used_settings
+    from .train import auto_job, container, job_label, job_run_dir
     from .workflow.steps import Step
 
     p, ext = c["pipeline"], {k: v for k, v in (c["checkpoints"] or {}).items() if v}
     unknown = sorted(set(p["stages"]) - set(STAGES))
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown} in pipeline.stages; use {list(STAGES)}")
-    common = [f"runs_dir={c['runs_dir']}", f"seed={c['seed']}", *p["train"], *c["extra"]]
+    base, shared = [f"runs_dir={c['runs_dir']}", f"seed={c['seed']}"], [*p["train"], *c["extra"]]
+    reached: set[str] = set()
 
-    def step(name: str, overrides: list[str], after: list[str]) -> Step:
+    def compose_step(name: str, overrides: list[str]) -> dict:
         try:
-            job_cfg = OmegaConf.to_container(compose(config_name="train", overrides=common + overrides), resolve=True)
+            return container(compose(config_name="train", overrides=overrides))
         except Exception as exc:  # Hydra's and OmegaConf's errors name the bad override
             raise ValueError(f"step {name}: {str(exc).splitlines()[0]}") from None
-        return Step(name, "chorus.train", common + overrides, run_dir(job_cfg, auto_job(job_cfg)), after)
 
-    def stage_checkpoint(stage: str) -> list[str]:
-        return [f"sft_stage.checkpoint={ext[stage]}"] if stage in ext else []
+    def step(name: str, own: list[str], after: list[str]) -> Step:
+        full = compose_step(name, base + shared + own)
+        job = auto_job(full)
+        uses = used_settings(job, full)
+        routed = [o for o in shared if is_used(override_key(o), uses)]
+        reached.update(routed)
+        overrides = base + routed + own
+        job_cfg = compose_step(name, overrides)
+        ignored = unused_overrides(job, job_cfg, own)
+        if ignored:
+            raise ValueError(f"step {name}: {job_label(job, job_cfg)} does not use {ignored[0]}; remove it from the preset")
+        out, record = job_run_dir(job_cfg, job)
+        return Step(name, "chorus.train", overrides, out, after, identity=record["identity"])
 
-    steps, prev = [], None
+    steps: dict[str, Step] = {}
+
+    def checkpoint_of(stage: str) -> str:  # what a stage hands on: the real checkpoint, else its planned dir
+        return ext.get(stage) or str(steps[f"sft/{stage}"].run_dir / "hf")
+
+    prev = None
     for stage in STAGES:
-        steps.append(step(f"sft/{stage}", ["job=sft", f"sft_stage={stage}", *p["stages"].get(stage, []),
-                                           *stage_checkpoint(stage)], [prev] if prev and stage not in ext else []))
-        prev = f"sft/{stage}"
+        own = ["job=sft", f"sft_stage={stage}", *p["stages"].get(stage, [])]
+        if stage in ext:
+            own.append(f"sft_stage.checkpoint={ext[stage]}")
+        elif prev:
+            own.append(f"sft_stage.init={checkpoint_of(prev)}")
+        steps[f"sft/{stage}"] = step(f"sft/{stage}", own, [f"sft/{prev}"] if prev and stage not in ext else [])
+        prev = stage
     for stage in STAGES:
-        steps.append(step(f"rl/{stage}", ["job=rl", f"sft_stage={stage}", *p["rl"], *stage_checkpoint(stage)],
-                          [f"sft/{stage}"]))
+        steps[f"rl/{stage}"] = step(f"rl/{stage}", ["job=rl", f"sft_stage={stage}", *p["rl"],
+                                                    f"sft_stage.checkpoint={checkpoint_of(stage)}"], [f"sft/{stage}"])
     experts = [f"rl/{s}" for s in STAGES]
-    base = [f"teacher_pool.base={ext['stage0']}"] if "stage0" in ext else []
-    for method in p["merges"]:
-        steps.append(step(f"consolidation/{method}", [f"consolidation={method}", *base, *p["merge"]], experts))
-    steps.append(step("consolidation/opd", ["consolidation=opd", *base, *p["opd"]], experts))
-    return steps
+    for method, extra in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
+        name = f"consolidation/{method}"
+        own = [f"consolidation={method}", *extra]
+        pool = compose_step(name, base + shared + own)["teacher_pool"]
+        for i, teacher in enumerate(pool["teachers"]):
+            if teacher["name"] in STAGES:
+                expert = steps["rl/" + teacher["name"]].run_dir / "hf"
+                own.append(f"teacher_pool.teachers.{i}.checkpoint={expert}")
+        if method != "soup":
+            own.append(f"teacher_pool.base={checkpoint_of('stage0')}")
+        steps[name] = step(name, own, experts)
+    unread = [o for o in shared if o not in reached]
+    if unread:
+        raise ValueError(f"no step of the pipeline reads {unread[0]}; remove it from extra (or the preset's train)")
+    return list(steps.values())
 
 
-def prepare(c: dict) -> None:
+def prepare(steps: list) -> None:
     """Build the tiny model and tokenizer once (cached) before jobs that load it run side by side."""
-    job_cfg = OmegaConf.to_container(compose(config_name="train", overrides=c["pipeline"]["train"] + c["extra"]),
-                                     resolve=True)
-    model = job_cfg["model"]
+    from .train import container
+
+    model = container(compose(config_name="train", overrides=steps[0].overrides))["model"]
     if model["name"] == "tiny" and not model["path"]:
         from .policy.tiny import build_tiny
 
@@ -74,19 +110,20 @@ def prepare(c: dict) -> None:
 @hydra.main(config_path=str(CONF_DIR), config_name="pipeline", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from .analysis.report import write_report
+    from .train import container
     from .workflow.runner import StepFailed, run_steps
-    from .workflow.steps import write_record
 
-    c = OmegaConf.to_container(cfg, resolve=True)
+    c = container(cfg)
     runs_dir, start = Path(c["runs_dir"]), time.time()
     try:
         steps = plan(c)
-        prepare(c)
+        prepare(steps)
         records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])})
-        write_record(runs_dir / "pipeline" / "steps.json", records)
-        report = write_report(runs_dir, runs_dir, records, title=f"CHORUS pipeline `{c['pipeline']['name']}`, "
-                              f"seed {c['seed']}", k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"],
-                              seed=c["seed"], pass_coverage=c["pipeline"]["pass_coverage"])
+        # the report covers exactly this plan's runs, whatever else runs_dir holds
+        report = write_report([s.run_dir for s in steps], runs_dir, records,
+                              title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",
+                              k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"],
+                              pass_coverage=c["pipeline"]["pass_coverage"])
     except (ValueError, OSError, StepFailed) as exc:
         print(f"chorus.pipeline: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

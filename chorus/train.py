@@ -9,6 +9,11 @@ Every run dir also holds .hydra/ (the composed config) and, with logger=wandb (t
 offline unless WANDB_MODE=online and an API key), a W&B copy under wandb/.
 consolidation=<method> teacher_pool=<pool> merges the pool's experts or distils them (opd) into
 <runs_dir>/consolidation/<method>/<pool>/, evaluated on the held-out tasks.
+
+Those are the dirs of runs with the groups' default settings. A run whose settings differ gets
+`-<8-hex hash of the differences>` appended (and `-<run_tag>` before it when set), so no two
+configurations share a dir; run.json in the dir lists the settings that identify it. A job refuses
+settings it would not use (e.g. trainer for job=sft) and keys the schema does not know.
 """
 from __future__ import annotations
 
@@ -17,76 +22,116 @@ import sys
 from pathlib import Path
 
 import hydra
+from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from .config_schema import CONF_DIR, register_configs
+from .job_settings import MERGE_OPTIONS, check_settings
 from .sim.config import sim_config
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError
-from .tracking.record import copy_hydra_config, model_name, run_metadata
+from .tracking.identity import check_reuse, run_dir, write_record
+from .tracking.progress import Progress
+from .tracking.record import copy_hydra_config, model_name, run_metadata, write_error
 from .tracking.wandb_mirror import open_mirror
 
 register_configs()
 
 
-def sft(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
+# Each job is (inputs, run): `inputs` resolves and checks everything that can fail cheaply (checkpoints,
+# task sets) so that a bad setting stops before the W&B run or any model starts; `run` does the work.
+
+def sft_inputs(c: dict) -> dict:
+    from .sft.stages import check_stage, resolve_init
+
+    stage = c["sft_stage"]
+    check_stage(stage["name"])
+    init = None if stage["checkpoint"] else resolve_init(stage, c["model"], c["runs_dir"])
+    return {"init": init, "eval_tasks": rl_task_sets(c["rl"], only="eval_tasks")[0] if stage["evaluate"] else None}
+
+
+def reporting(mirror, progress: Progress, phase: str, total: int):
+    """A job's per-step callback: the W&B copy and the run's progress.jsonl (with an ETA in the log)."""
+    def on_step(step: int, scalars: dict) -> None:
+        mirror.log_step(step, scalars)
+        progress.update(phase, step, total)
+    return on_step
+
+
+def sft(c: dict, inputs: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
     from .rl.run import eval_sampling, evaluate_checkpoint
     from .sft.stages import run_stage
 
     stage, r = c["sft_stage"], c["rl"]
-    info = run_stage(stage, c["model"], fmt, sim, c["runs_dir"], seed=c["seed"], workers=workers,
-                     on_step=mirror.log_step)
+    on_step = reporting(mirror, Progress(out), "sft step", stage["steps"])
+    info = run_stage(stage, inputs["init"], fmt, sim, out, seed=c["seed"], workers=workers, on_step=on_step)
     if stage["evaluate"]:  # the stage on the experts' held-out tasks, so stages and experts compare
-        summary = evaluate_checkpoint(info["checkpoint"], rl_task_sets(r, only="eval_tasks")[0], fmt,
-                                      r["eval_samples"], eval_sampling(r, c["seed"]), sim, out, workers,
-                                      r["max_prompt_tokens"], meta={**metadata(c, "sft"), **info},
-                                      dtype=c["model"]["dtype"])
+        summary = evaluate_checkpoint(info["checkpoint"], inputs["eval_tasks"], fmt, r["eval_samples"],
+                                      eval_sampling(r, c["seed"]), sim, out, workers, r["max_prompt_tokens"],
+                                      meta={**metadata(c, "sft"), **info})
         info.update(pass_rate=summary["pass_rate"], mean_overall=summary["mean_overall"])
     return info
 
 
-def rl(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
-    from .rl.algos import get_algo
-    from .rl.run import train_rl
+def rl_inputs(c: dict) -> dict:
     from .sft.stages import stage_init_checkpoint
 
-    stage, algo_cfg = c["sft_stage"], dict(c["rl_algo"])
-    algo = get_algo(algo_cfg.pop("name"), **algo_cfg)
-    init = stage_init_checkpoint(stage, c["runs_dir"])
     tasks, eval_tasks = rl_task_sets(c["rl"])
-    return train_rl(init, out, algo, c["rl"], tasks, eval_tasks, fmt, sim, c["trainer"], workers=workers,
-                    seed=c["seed"], dtype=c["model"]["dtype"], meta=metadata(c, "rl"), log_step=mirror.log_step)
+    return {"init": stage_init_checkpoint(c["sft_stage"], c["runs_dir"]), "tasks": tasks, "eval_tasks": eval_tasks}
 
 
-def consolidate(c: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
-    from .merge.methods import MERGES
+def rl(c: dict, inputs: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
+    from .rl.algos import get_algo
+    from .rl.run import train_rl
+
+    algo_cfg = dict(c["rl_algo"])
+    algo = get_algo(algo_cfg.pop("name"), **algo_cfg)
+    return train_rl(inputs["init"], out, algo, c["rl"], inputs["tasks"], inputs["eval_tasks"], fmt, sim,
+                    c["trainer"], workers=workers, seed=c["seed"], dtype=c["model"]["dtype"],
+                    meta=metadata(c, "rl"), log_step=reporting(mirror, Progress(out), "rl step", c["rl"]["steps"]))
+
+
+def merge_options(cons: dict) -> dict:
+    return {k: cons[k] for k in MERGE_OPTIONS[cons["name"]]}
+
+
+def consolidation_inputs(c: dict) -> dict:
+    from .opd.teachers import Teacher, check_teachers
+
+    from .merge.stream import check_merge
+
+    cons, teachers = c["consolidation"], [Teacher(**t) for t in c["teacher_pool"]["teachers"]]
+    check_teachers(teachers)
+    experts = [t.checkpoint for t in teachers]
+    if cons["name"] in MERGE_OPTIONS:
+        base = c["teacher_pool"]["base"]
+        if cons["name"] != "soup" and not (base and (Path(base) / "config.json").exists()):
+            raise ValueError(f"teacher_pool.base={base} has no checkpoint; {cons['name']} takes task vectors "
+                             "against the SFT init: train sft/stage0 first or point teacher_pool.base at it")
+        check_merge(cons["name"], experts, base, cons["weights"], merge_options(cons))
+    elif cons["student"] == "soup":
+        check_merge("soup", experts, weights=cons["weights"])
+    tasks, eval_tasks = rl_task_sets(c["rl"])
+    return {"teachers": teachers, "tasks": tasks, "eval_tasks": eval_tasks}
+
+
+def consolidate(c: dict, inputs: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
     from .merge.run import merge_and_evaluate
     from .opd.run import resolve_student, train_opd
-    from .opd.teachers import Teacher, check_teachers
     from .rl.run import eval_sampling
 
-    cons, pool, r = c["consolidation"], c["teacher_pool"], c["rl"]
-    method = cons["name"]
-    teachers = [Teacher(**t) for t in pool["teachers"]]
-    check_teachers(teachers)
-    tasks, eval_tasks = rl_task_sets(r)
-    meta = metadata(c, "consolidation")
-    params = eval_sampling(r, c["seed"])
-    if method in MERGES:
-        options = {"weights": cons["weights"], "seed": cons["seed"]}
-        options.update({k: cons[k] for k in MERGE_OPTIONS.get(method, ())})
-        return merge_and_evaluate(method, [t.checkpoint for t in teachers], pool["base"], out, options, eval_tasks,
-                                  fmt, sim, r["eval_samples"], params, workers, r["max_prompt_tokens"], meta)
-    if method != "opd":
-        raise ValueError(f"unknown consolidation {method!r}; choose one of {sorted([*MERGES, 'opd'])}")
+    cons, pool, r, teachers = c["consolidation"], c["teacher_pool"], c["rl"], inputs["teachers"]
+    method, meta = cons["name"], metadata(c, "consolidation")
+    if method in MERGE_OPTIONS:
+        options = {"weights": cons["weights"], "seed": cons["seed"], **merge_options(cons)}
+        return merge_and_evaluate(method, [t.checkpoint for t in teachers], pool["base"], out, options,
+                                  inputs["eval_tasks"], fmt, sim, r["eval_samples"], eval_sampling(r, c["seed"]),
+                                  workers, r["max_prompt_tokens"], meta)
     student = resolve_student(cons["student"], teachers, c["runs_dir"], out, cons["weights"])
-    return train_opd(student, out, teachers, cons, r, tasks, eval_tasks, fmt, sim, c["trainer"], pool["missing"],
-                     pool["online_samples"], workers, c["seed"], c["model"]["dtype"], meta, log_step=mirror.log_step)
-
-
-MERGE_OPTIONS = {"task_arithmetic": ("lam",), "ties": ("density", "lam"), "dare": ("density", "lam"),
-                 "della": ("density", "epsilon", "lam")}
+    return train_opd(student, out, teachers, cons, r, inputs["tasks"], inputs["eval_tasks"], fmt, sim, c["trainer"],
+                     pool["missing"], pool["online_samples"], workers, c["seed"], c["model"]["dtype"], meta,
+                     log_step=reporting(mirror, Progress(out), "opd step", r["steps"]))
 
 
 def auto_job(c: dict) -> str:
@@ -95,16 +140,26 @@ def auto_job(c: dict) -> str:
     return "consolidation" if c["consolidation"]["name"] != "none" else "sft"
 
 
-def run_dir(c: dict, job: str) -> Path:
-    """Where a job writes: <runs_dir>/sft/<stage>, rl/<algo>/<stage>[-tag], consolidation/<method>/<pool>[-tag]."""
-    tag = f"-{c['run_tag']}" if c["run_tag"] else ""
-    if job == "sft":
-        from .sft.stages import stage_dir
+def job_label(job: str, c: dict) -> str:
+    return f"consolidation={c['consolidation']['name']}" if job == "consolidation" else f"job={job}"
 
-        return stage_dir(c["runs_dir"], c["sft_stage"]["name"])
-    if job == "rl":
-        return Path(c["runs_dir"]) / "rl" / c["rl_algo"]["name"] / (c["sft_stage"]["name"] + tag)
-    return Path(c["runs_dir"]) / "consolidation" / c["consolidation"]["name"] / (c["teacher_pool"]["name"] + tag)
+
+def container(cfg: DictConfig) -> dict:
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+
+
+def default_config(job: str, c: dict) -> dict:
+    """What the job's group path composes to with no other overrides: its identity's baseline."""
+    groups = {"sft": ["sft_stage"], "rl": ["sft_stage", "rl_algo"], "consolidation": ["consolidation", "teacher_pool"]}
+    return container(compose(config_name="train", overrides=[f"job={job}", f"runs_dir={c['runs_dir']}",
+                                                             *(f"{g}={c[g]['name']}" for g in groups[job])]))
+
+
+def job_run_dir(c: dict, job: str) -> tuple[Path, dict]:
+    """Where `job` writes under the composed config `c`, and the identity record it leaves there:
+    <runs_dir>/sft/<stage>, rl/<algo>/<stage>, consolidation/<method>/<pool>, each with -<run_tag> and
+    -<hash of the settings that differ from the groups' defaults> when there are any."""
+    return run_dir(job, c, default_config(job, c))
 
 
 def metadata(c: dict, job: str) -> dict:
@@ -113,7 +168,8 @@ def metadata(c: dict, job: str) -> dict:
                         sft_stage=c["sft_stage"]["name"] if job in ("sft", "rl") else None,
                         rl_algo=c["rl_algo"]["name"] if job == "rl" else None,
                         consolidation=c["consolidation"]["name"] if job == "consolidation" else None,
-                        teacher_pool=c["teacher_pool"]["name"] if job == "consolidation" else None)
+                        teacher_pool=c["teacher_pool"]["name"] if job == "consolidation" else None,
+                        pass_coverage=c["pass_coverage"])
 
 
 def rl_task_sets(r: dict, only: str | None = None) -> list[list]:
@@ -129,28 +185,33 @@ def rl_task_sets(r: dict, only: str | None = None) -> list[list]:
     return sets
 
 
-JOBS = {"sft": sft, "rl": rl, "consolidation": consolidate}
+JOBS = {"sft": (sft_inputs, sft), "rl": (rl_inputs, rl), "consolidation": (consolidation_inputs, consolidate)}
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    c = OmegaConf.to_container(cfg, resolve=True)
+    c = container(cfg)
+    overrides = list(HydraConfig.get().overrides.task)
     try:
         job = auto_job(c)
         if job not in JOBS:
             raise ValueError(f"unknown job {job!r}; choose one of {list(JOBS)}")
-        fmt_options = dict(c["format"])
-        fmt = fmt_options.pop("name")
+        check_settings(job, job_label(job, c), c, cfg, overrides)
+        fmt = c["format"]["name"]
         get_format(fmt)
         sim, workers = sim_config(c["simulator"])
-        out = run_dir(c, job)
-        out.mkdir(parents=True, exist_ok=True)
+        out, record = job_run_dir(c, job)
+        check_reuse(out, record)
+        prepare, run = JOBS[job]
+        inputs = prepare(c)
+        write_record(out, {**record, "overrides": overrides})
         copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
         with open_mirror(c["logger"], c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job) as mirror:
-            info = JOBS[job](c, out, fmt, sim, workers, mirror)
+            info = run(c, inputs, out, fmt, sim, workers, mirror)
             mirror.log_result(out)
     except (TaskFormatError, ValueError, OSError) as exc:
         print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        write_error(HydraConfig.get().runtime.output_dir, exc)
         sys.exit(2)
     print(json.dumps(info))
 

@@ -1,4 +1,5 @@
 """Analysis functions against hand-computed values (see run_fixtures.py for the fixture's table)."""
+import json
 import math
 import warnings
 
@@ -156,11 +157,33 @@ def test_opd_routing_stats(runs):
 
 
 def test_gap_recovery_needs_headroom_above_noise_and_pass_can_be_rethresholded(runs):
-    from chorus.analysis.matrix import pass_at_coverage
+    from chorus.tracking.runs import with_pass_rule
 
     assert math.isnan(gap_recovery(0.30, 0.326, 0.334, min_headroom=1 / 10))  # 0.8 points is not headroom
     assert gap_recovery(0.30, 0.2, 0.4, min_headroom=0.1) == pytest.approx(0.5)
-    t = pass_at_coverage(runs.table, 70.0)
+    assert with_pass_rule(runs) is runs  # the fixture runs were made with the targets' rule
+    t = with_pass_rule(runs, 70.0).table
     # stage2's t2 samples cover 96 and 50: one of two passes at 70 (as at the target), t5 never
     assert task_matrix(t, "passed").loc["t2", "dapo/stage2"] == 0.5
-    assert task_matrix(pass_at_coverage(runs.table, 40.0), "passed").loc["t0", "dapo/stage2"] == 1.0  # 40 >= 40
+    assert task_matrix(with_pass_rule(runs, 40.0).table, "passed").loc["t0", "dapo/stage2"] == 1.0  # 40 >= 40
+
+
+def test_runs_are_read_under_the_pass_rule_they_were_made_with(tmp_path):
+    from chorus.tracking.runs import load_runs, with_pass_rule
+
+    def rule(pass_coverage, runs=None):
+        root = tmp_path / str(pass_coverage)
+        write_fixture_runs(root, runs)
+        for summary in root.rglob("summary.json"):  # as a job run with pass_coverage=... records it
+            summary.write_text(json.dumps({**json.loads(summary.read_text()), "pass_coverage": pass_coverage}))
+        return load_runs(str(root))
+
+    at40 = with_pass_rule(rule(40.0))
+    # dapo/stage2 fails t0 at coverage 40: a fail by its target, a pass by the recorded 40 % rule
+    assert task_matrix(at40.table, "passed").loc["t0", "dapo/stage2"] == 1.0
+    assert task_matrix(rule(None).table, "passed").loc["t0", "dapo/stage2"] == 0.0
+    mixed = rule(40.0)
+    mixed.runs.loc[mixed.runs["run"] == "dapo/stage0", "pass_coverage"] = None
+    with pytest.raises(ValueError, match=r"different pass rules \(dapo/stage0: target; opd/three_experts: coverage >= 40 %\)"):
+        with_pass_rule(mixed)
+    assert task_matrix(with_pass_rule(mixed, 95.0).table, "passed").loc["t0", "dapo/stage2"] == 0.0

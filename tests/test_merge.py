@@ -1,5 +1,6 @@
 """Merges on hand-computed tensors, and streaming merges of real (tiny) checkpoints."""
 import json
+import re
 import shutil
 
 import pytest
@@ -183,10 +184,25 @@ def test_cli_merge_writes_an_evaluated_checkpoint(experts, tiny_xs, tmp_path):
                *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h'}")
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    where = runs / "consolidation/ties/two_experts"
+    (where,) = (runs / "consolidation/ties").iterdir()  # two_experts-<hash of the non-default settings>
+    assert re.fullmatch(r"two_experts-[0-9a-f]{8}", where.name)
+    assert json.loads((where / "run.json").read_text())["changed"]["consolidation.density"] == 0.4
     assert out["checkpoint"] == str(where / "hf") and out["n_tasks"] == 1 and "pass_rate" in out
     assert out["options"]["density"] == 0.4 and out["base"] == str(runs / "sft/stage0/hf")
     assert (where / "per_task.parquet").exists() and (where / "hf/merge.json").exists()
+
+
+@pytest.mark.slow
+def test_a_multirun_over_methods_and_densities_leaves_one_dir_per_run(experts, tiny_xs, tmp_path):
+    """Before run identities, density 0.8 overwrote density 0.2 (same <pool>-<run_tag> dir)."""
+    runs = _runs_dir(tmp_path / "runs", tiny_xs, experts)
+    p = _train("-m", "consolidation=ties,della", "consolidation.density=0.2,0.8", "teacher_pool=two_experts",
+               "run_tag=mr", "logger=none", f"runs_dir={runs}", *SMALL_EVAL, f"hydra.sweep.dir={tmp_path / 'm'}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    dirs = sorted((runs / "consolidation").glob("*/two_experts-mr-*"))
+    assert len(dirs) == 4 and all((d / "summary.json").exists() for d in dirs)
+    merged = {(d.parent.name, json.loads((d / "hf/merge.json").read_text())["options"]["density"]) for d in dirs}
+    assert merged == {("ties", 0.2), ("ties", 0.8), ("della", 0.2), ("della", 0.8)}
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -200,6 +216,7 @@ def test_cli_merge_bad_input_is_one_line(overrides, message, experts, tiny_xs, t
                f"runs_dir={runs}", *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h'}")
     assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
     assert "sft job=rl sft_stage" not in p.stderr
+    assert not list(runs.rglob("wandb")) and not list(runs.rglob("run.json"))  # refused before the logger starts
 
 
 MERGEKIT = shutil.which("mergekit-yaml")

@@ -1,5 +1,6 @@
 """The pipeline: its plan (composed before anything runs), the step runner, and the smoke run end to end."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,21 +30,69 @@ def test_the_plan_chains_stages_experts_and_consolidation(tmp_path):
                         "consolidation/soup", "consolidation/ties", "consolidation/della", "consolidation/opd"]
     assert by["sft/stage1"].after == ["sft/stage0"] and by["rl/stage2"].after == ["sft/stage2"]
     assert by["consolidation/opd"].after == ["rl/stage0", "rl/stage1", "rl/stage2"]
-    assert by["rl/stage1"].run_dir == tmp_path / "rl/dapo/stage1"
-    assert by["consolidation/ties"].run_dir == tmp_path / "consolidation/ties/three_experts"
+    # each dir is its group path plus the hash of the preset's settings, and the steps are wired by them
+    assert by["rl/stage1"].run_dir.parent == tmp_path / "rl/dapo" and by["rl/stage1"].run_dir.name.startswith("stage1-")
+    assert f"sft_stage.init={by['sft/stage0'].run_dir / 'hf'}" in by["sft/stage1"].overrides
+    assert f"sft_stage.checkpoint={by['sft/stage1'].run_dir / 'hf'}" in by["rl/stage1"].overrides
+    assert f"teacher_pool.teachers.1.checkpoint={by['rl/stage1'].run_dir / 'hf'}" in by["consolidation/ties"].overrides
+    assert f"teacher_pool.base={by['sft/stage0'].run_dir / 'hf'}" in by["consolidation/ties"].overrides
+    assert by["consolidation/ties"].run_dir.parent == tmp_path / "consolidation/ties"
+    assert len({s.run_dir for s in steps}) == 10
+    # the preset's settings reach only the jobs that read them
     assert "seed=3" in by["sft/stage0"].overrides and "model.size=s" in by["rl/stage0"].overrides
+    assert "sft_stage.max_prompt_tokens=448" in by["sft/stage0"].overrides
+    assert not any(o.startswith("sft_stage.max_prompt_tokens") for o in by["rl/stage0"].overrides)
+    assert "rl.max_new_tokens=640" in by["sft/stage0"].overrides  # the stage's held-out evaluation reads it
     assert by["consolidation/opd"].command().startswith("python -m chorus.train runs_dir=")
 
 
-def test_real_checkpoints_replace_stages_and_extra_reaches_every_job(tmp_path):
+def test_real_checkpoints_replace_stages_and_extra_reaches_the_jobs_that_read_it(tmp_path):
     _, steps = pipeline_cfg(f"runs_dir={tmp_path}", "checkpoints.stage0=/ckpt/s0", "checkpoints.stage2=org/model",
                             'extra=["trainer=gpu","model.dtype=bfloat16"]')
     by = {s.name: s for s in steps}
     assert "sft_stage.checkpoint=/ckpt/s0" in by["sft/stage0"].overrides
     assert "sft_stage.checkpoint=org/model" in by["rl/stage2"].overrides
+    assert "sft_stage.init=/ckpt/s0" in by["sft/stage1"].overrides
     assert by["sft/stage2"].after == [] and by["sft/stage1"].after == ["sft/stage0"]
     assert "teacher_pool.base=/ckpt/s0" in by["consolidation/della"].overrides
-    assert all("trainer=gpu" in s.overrides and "model.dtype=bfloat16" in s.overrides for s in steps)
+    trains = {s.name for s in steps if "trainer=gpu" in s.overrides}
+    assert trains == {"rl/stage0", "rl/stage1", "rl/stage2", "consolidation/opd"}  # SFT and merges train nothing
+    assert all(("model.dtype=bfloat16" in s.overrides) == (not s.name.startswith("sft/")) for s in steps)
+
+
+def test_a_changed_setting_moves_exactly_the_steps_it_reaches(tmp_path):
+    _, before = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=smoke")
+    _, grpo = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=smoke", 'extra=["rl_algo=grpo"]')
+    _, margin = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=smoke", 'pipeline.opd=["consolidation.margin=0.1"]')
+    moved = lambda after: {a.name for a, b in zip(before, after) if a.run_dir != b.run_dir}  # noqa: E731
+    # the experts change algorithm, so do the merges and OPD built from them; the SFT stages do not
+    assert moved(grpo) == {"rl/stage0", "rl/stage1", "rl/stage2", "consolidation/soup", "consolidation/ties",
+                           "consolidation/della", "consolidation/opd"}
+    assert all(s.run_dir.parent == tmp_path / "rl/grpo" for s in grpo if s.name.startswith("rl/"))
+    assert moved(margin) == {"consolidation/opd"}
+
+
+def test_a_setting_no_step_reads_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"no step of the pipeline reads consolidation.beta=0.3"):
+        pipeline_cfg(f"runs_dir={tmp_path}", 'extra=["consolidation.beta=0.3"]')
+    with pytest.raises(ValueError, match=r"step rl/stage0: job=rl does not use consolidation.margin=0.1"):
+        pipeline_cfg(f"runs_dir={tmp_path}", 'pipeline.rl=["consolidation.margin=0.1"]')
+
+
+def test_a_dir_holding_other_settings_stops_the_run_before_anything_starts(tmp_path):
+    from chorus.tracking.identity import write_record
+
+    run = tmp_path / "runs/rl/dapo/stage0"
+    write_record(run, {"identity": {"job": "rl", "rl.steps": 30}})
+    (run / "summary.json").write_text("{}")
+    same = Step("rl/stage0", "chorus.train", ["job=rl"], run, identity={"job": "rl", "rl.steps": 30})
+    other = Step("rl/stage0", "chorus.train", ["job=rl"], run, identity={"job": "rl", "rl.steps": 4})
+    assert same.state() == ("done", []) and other.state() == ("stale", ["rl.steps: 30 -> 4"])
+    with pytest.raises(StepFailed, match=r"step rl/stage0: .* holds results made with other settings \(rl.steps: 30 -> 4\)"):
+        run_steps([other], tmp_path / "work")
+    assert not (tmp_path / "work/logs").exists()
+    (run / "run.json").unlink()
+    assert same.state()[0] == "stale"  # results without a record are never taken as done
 
 
 def test_a_bad_plan_fails_before_anything_runs(tmp_path):
@@ -93,10 +142,25 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
         assert summary["job"] in ("sft", "rl", "consolidation") and summary["model"] == "tiny-xs"
         assert len(pd.read_parquet(run / "per_task.parquet")) == summary["n_samples"] > 0
         assert (run / ".hydra/config.yaml").exists() and list((run / "wandb").glob("offline-run-*"))
-    assert (tmp_path / "consolidation/opd/three_experts/decisions.jsonl").exists()
+        assert json.loads((run / "run.json").read_text())["identity"]["job"] == summary["job"]
+        assert (run / "progress.jsonl").exists()
+    assert len(list(tmp_path.glob("consolidation/opd/three_experts-*/decisions.jsonl"))) == 1
     stamps = {s["run_dir"]: (Path(s["run_dir"]) / "summary.json").stat().st_mtime for s in steps}
 
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "0 steps run, 10 skipped (done)" in again.stdout
     assert {d: (Path(d) / "summary.json").stat().st_mtime for d in stamps} == stamps
+    resumed = json.loads((tmp_path / "pipeline/steps.json").read_text())
+    assert [s["seconds"] for s in resumed] == [s["seconds"] for s in steps]  # the times they took when they ran
+
+    # a changed OPD setting re-runs OPD alone, into its own dir; the report shows this plan's OPD only
+    changed = subprocess.run(cmd + ['pipeline.opd=["rl.steps=1","rl.prompts_per_step=1","rl.group_size=2",'
+                                    '"teacher_pool.online_samples=1","consolidation.margin=0.5"]'],
+                             capture_output=True, text=True, timeout=600, env=env)
+    assert changed.returncode == 0, changed.stderr[-3000:]
+    assert "1 steps run, 9 skipped (done)" in changed.stdout
+    opd_dirs = list(tmp_path.glob("consolidation/opd/three_experts-*"))
+    assert len(opd_dirs) == 2
+    report = (tmp_path / "REPORT.md").read_text()
+    assert len(re.findall(r"^\| opd/three_experts ", report, flags=re.M)) == 1 and "opd/three_experts-" not in report.split("## Steps")[0]

@@ -104,7 +104,10 @@ def test_train_cli_job_rl_writes_the_expert_where_the_next_issue_looks(sft_xs, t
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     info = json.loads(p.stdout.strip().splitlines()[-1])
-    expert = tmp_path / "rl/dapo/stage1"
+    (expert,) = (tmp_path / "rl/dapo").glob("stage1-*")  # the stage's dir + the hash of the non-default settings
+    record = json.loads((expert / "run.json").read_text())
+    assert record["changed"]["rl.steps"] == 1 and record["identity"]["sft_stage.checkpoint"] == str(sft_xs)
+    assert [json.loads(line)["done"] for line in (expert / "progress.jsonl").read_text().splitlines()] == [1]
     assert info["checkpoint"] == str(expert / "hf") and info["sft_stage"] == "stage1" and info["rl_algo"] == "dapo"
     assert (expert / "hf/config.json").exists() and len(pd.read_parquet(expert / "per_task.parquet")) == 1
     assert "step 1/1 reward" in p.stderr + p.stdout

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from chorus.sft.stages import run_stage
+from chorus.sft.stages import resolve_init, run_stage
 
 STAGE = {"tasks": {"difficulty": "easy", "per_family": 1, "seed": 0, "families": ["counter"]},
          "kinds": ["validated", "repair"], "min_coverage": 80.0, "prioritised": False, "steps": 3,
@@ -16,15 +16,22 @@ STAGE = {"tasks": {"difficulty": "easy", "per_family": 1, "seed": 0, "families":
 
 def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim_cfg):
     model = {"name": "hf", "path": str(tiny_xs)}
-    s0 = run_stage({**STAGE, "name": "stage0", "init": None}, model, "vectors", sim_cfg, tmp_path, workers=2)
+
+    def stage(name: str, init: str | None, **extra) -> dict:
+        cfg = {**STAGE, "name": name, "init": init, **extra}
+        return run_stage(cfg, resolve_init(cfg, model, tmp_path), "vectors", sim_cfg, tmp_path / "sft" / name,
+                         workers=2)
+
+    s0 = stage("stage0", None)
     assert s0["init"] == str(tiny_xs) and (tmp_path / "sft/stage0/hf/config.json").exists()
-    s1 = run_stage({**STAGE, "name": "stage1", "init": "stage0"}, model, "vectors", sim_cfg, tmp_path, workers=2)
+    s1 = stage("stage1", "stage0")  # by name: the stage's default run dir
     assert s1["init"] == s0["checkpoint"]
-    s2 = run_stage({**STAGE, "name": "stage2", "init": "stage1", "prioritised": True}, model, "vectors", sim_cfg,
-                   tmp_path, workers=2)
+    s2 = stage("stage2", str(tmp_path / "sft/stage1/hf"), prioritised=True)  # by path, as the pipeline wires it
     assert s2["init"] == s1["checkpoint"] and s2["examples"] == 6  # steps x batch drawn by priority
-    ext = run_stage({**STAGE, "name": "stage1", "init": "stage0", "checkpoint": str(tiny_xs)}, model, "vectors",
-                    sim_cfg, tmp_path / "other")
+    with pytest.raises(ValueError, match="neither a stage"):
+        resolve_init({**STAGE, "name": "stage1", "init": str(tmp_path / "nowhere")}, model, tmp_path)
+    ext = run_stage({**STAGE, "name": "stage1", "init": "stage0", "checkpoint": str(tiny_xs)}, None, "vectors",
+                    sim_cfg, tmp_path / "other/sft/stage1")
     assert ext == {"stage": "stage1", "checkpoint": str(tiny_xs), "external": True}
     assert json.loads((tmp_path / "other/sft/stage1/stage.json").read_text())["external"]
 

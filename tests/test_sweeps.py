@@ -1,4 +1,5 @@
 """Sweep lint: every combination, formatted as the W&B agent formats it, composes as Hydra overrides."""
+import re
 from pathlib import Path
 
 import pytest
@@ -8,17 +9,19 @@ from omegaconf import OmegaConf
 
 from chorus.config_schema import CONF_DIR, register_configs
 from chorus.sweep_check import check_sweep, command_lines, main
-from chorus.train import auto_job, run_dir
+from chorus.train import auto_job, job_run_dir
 
 SWEEPS = sorted((Path(__file__).resolve().parent.parent / "sweeps").glob("*.yaml"))
 
 
 def composed(sweep: dict, monkeypatch) -> list[dict]:
+    """Each combination's composed config, with the run dir it would write (key `_dir`)."""
     monkeypatch.setenv("WANDB_RUN_ID", "r1")
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return [OmegaConf.to_container(compose(config_name="train", overrides=line), resolve=True)
-                for line in command_lines(sweep)]
+        configs = [OmegaConf.to_container(compose(config_name="train", overrides=line), resolve=True,
+                                          enum_to_str=True) for line in command_lines(sweep)]
+        return [{**c, "_dir": job_run_dir(c, auto_job(c))[0]} for c in configs]
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=[p.name for p in SWEEPS])
@@ -35,7 +38,10 @@ def test_sweeps_cover_the_merge_methods_and_opd_settings(monkeypatch):
     assert {d for n, d in cons if n == "della"} == {0.2, 0.5, 0.8}
     assert {str(c["consolidation"]["weights"]) for c in merges} == {
         "None", "[0.5, 0.25, 0.25]", "[0.25, 0.5, 0.25]", "[0.25, 0.25, 0.5]"}
-    assert str(run_dir(merges[0], auto_job(merges[0]))).endswith("consolidation/soup/three_experts-r1")
+    # the default soup keeps the plain <pool>-<tag> dir; any other setting adds the hash of what differs
+    assert merges[0]["_dir"] == Path("runs/consolidation/soup/three_experts-r1")
+    assert re.fullmatch(r"three_experts-r1-[0-9a-f]{8}", merges[1]["_dir"].name)
+    assert len({c["_dir"] for c in merges}) == len(merges)  # no two combinations share a run dir, whatever the tag
     opd = composed(yaml.safe_load((SWEEPS[0].parent / "opd.yaml").read_text()), monkeypatch)
     assert {(c["consolidation"]["margin"], c["consolidation"]["mode"]) for c in opd} == {
         (m, mode) for m in (0.0, 0.05, 0.1, 0.2) for mode in ("pg", "direct")}

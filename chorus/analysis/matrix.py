@@ -38,7 +38,3 @@ def pass_at_k_matrix(table: pd.DataFrame, k: int) -> pd.DataFrame:
     return m[[r for r in run_order(table) if r in m.columns]]
 
 
-def pass_at_coverage(table: pd.DataFrame, min_coverage: float) -> pd.DataFrame:
-    """The table with `passed` re-derived as coverage >= min_coverage (percent), instead of each
-    task's own target: for worlds whose models never reach the targets (the tiny one)."""
-    return table.assign(passed=table["coverage"] >= min_coverage)

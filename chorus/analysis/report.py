@@ -7,7 +7,7 @@ from pathlib import Path
 from ..tracking.runs import RunSet
 from . import plots
 from .complementarity import jaccard_matrix, solved_sets, unique_solves
-from .matrix import align_tasks, pass_at_coverage, task_matrix
+from .matrix import align_tasks, task_matrix
 from .table import MIN_COVERAGE_HEADROOM, choose_experts, chorus_table, to_markdown
 
 PLOTS = ("complementarity.png", "chorus_table.png", "coverage_strips.png")
@@ -62,21 +62,23 @@ def _findings(table, routing, one_task: float) -> list[str]:
     return lines
 
 
-def write_report(runs_dir: str | Path, out_dir: str | Path, steps: list[dict] | None = None, title: str = "CHORUS",
+def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict] | None = None, title: str = "CHORUS",
                  k: int = 2, n_boot: int = 1000, seed: int = 0, pass_coverage: float | None = None) -> dict:
-    """REPORT.md (+ table.md/csv and the PNGs) for every run under runs_dir; `pass_coverage`
-    re-derives pass as coverage >= that percent instead of each task's target."""
+    """REPORT.md (+ table.md/csv and the PNGs) for a list of run dirs (a pipeline's plan: nothing
+    else in its runs_dir gets in) or every run under a folder. A sample passes under the rule the runs were made with, or at
+    `pass_coverage` % coverage when that is given."""
     import pandas as pd
 
-    from ..tracking.runs import load_runs
+    from ..tracking.runs import load_run_dirs, load_runs, with_pass_rule
     from .breakdown import breakdown
     from .complementarity import win_loss
     from .routing import routing_table
 
-    runs = load_runs(str(runs_dir))
+    runs = load_run_dirs(runs, "the plan's run dirs") if isinstance(runs, list) else load_runs(str(runs))
     targets = sorted(runs.table["target"].dropna().unique())
-    if pass_coverage is not None:
-        runs = RunSet(pass_at_coverage(runs.table, pass_coverage), runs.runs, runs.skipped)
+    runs = with_pass_rule(runs, pass_coverage)
+    pass_coverage = runs.runs["pass_coverage"].iloc[0] if "pass_coverage" in runs.runs else None
+    pass_coverage = None if pd.isna(pass_coverage) else float(pass_coverage)
     out = Path(out_dir)
     result = analyze_runs(runs, out, k=k, n_boot=n_boot, seed=seed)
     table, t, experts, sets = result["table"], result["aligned"], result["experts"], result["solved"]

@@ -77,20 +77,28 @@ def _tokenizer_digest(path: Path) -> str | None:
     return None
 
 
-def merge_checkpoints(method: str, experts: list[str | Path], out_dir: str | Path, base: str | Path | None = None,
-                      weights: list[float] | None = None, seed: int = 0, shard_bytes: int = 256 << 20,
-                      block_rows: int = 4096, **options) -> dict:
-    """Merge `experts` with `method` (see MERGES) into a Hugging Face directory at out_dir."""
+def check_merge(method: str, experts: list[str | Path], base: str | Path | None = None,
+                weights: list[float] | None = None, options: dict | None = None):
+    """Refuse a merge that cannot work (method, weights, density, mismatched checkpoints) from the
+    arguments and the checkpoints' headers alone; returns the opened (experts, base)."""
     if method not in MERGES:
         raise ValueError(f"unknown merge {method!r}; choose one of {sorted(MERGES)}")
     if method in NEEDS_BASE and base is None:
         raise ValueError(f"{method} merges task vectors and needs a base checkpoint (the SFT init)")
     merge_weights(weights, len(experts))  # refuse bad arguments before reading any tensor
-    if "density" in options:
+    if "density" in (options or {}):
         check_density(options["density"])
     cks = [Checkpoint(p) for p in experts]
     b = Checkpoint(base) if base is not None and method in NEEDS_BASE else None
     validate(cks + ([b] if b else []))
+    return cks, b
+
+
+def merge_checkpoints(method: str, experts: list[str | Path], out_dir: str | Path, base: str | Path | None = None,
+                      weights: list[float] | None = None, seed: int = 0, shard_bytes: int = 256 << 20,
+                      block_rows: int = 4096, **options) -> dict:
+    """Merge `experts` with `method` (see MERGES) into a Hugging Face directory at out_dir."""
+    cks, b = check_merge(method, experts, base, weights, options)
     out = Path(out_dir)
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -43,7 +43,9 @@ def generation_row(task: Task, sample: int, gen: Generation, result: SimResult, 
 def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
                cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
                batch_tasks: int = 4, workers: int | None = None, overlap: bool = True,
-               progress: bool = True, **_) -> list[dict]:
+               progress: bool = True, on_progress=None, **_) -> list[dict]:
+    """n samples per task, simulated as they finish generating; `on_progress(done, total)` hears
+    after each generation batch how many of the samples are generated."""
     options = fmt_options or {}
     job = functools.partial(parsed_job, fmt, options)
     prompts = [render_prompt(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
@@ -61,6 +63,8 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
                     if overlap:
                         pending.append(pool.submit(job, tasks[i], g, cfg))
                     bar.update(1)
+            if on_progress:
+                on_progress(len(generated), len(tasks) * n_samples)
         if not overlap:
             pending = [pool.submit(job, tasks[i], g, cfg) for i, j, g in generated]
         results = [f.result() for f in pending]

@@ -77,7 +77,7 @@ def evaluate_policy(engine, tokenizer, tasks, fmt: str, n_samples: int, params: 
     """Sample and score the held-out tasks into out_dir: per_task + summary.json (scores and `meta`)."""
     rows = run_direct(tasks, engine, tokenizer, fmt, n_samples, params, sim, workers=workers,
                       max_prompt_tokens=max_prompt_tokens, progress=False)
-    summary = {**summarize(rows), "format": fmt, "policy": "model", **(meta or {})}
+    summary = {**summarize(rows, (meta or {}).get("pass_coverage")), "format": fmt, "policy": "model", **(meta or {})}
     write_run(out_dir, rows, summary)
     return summary
 

@@ -44,12 +44,16 @@ def stage_init_checkpoint(stage: dict, runs_dir: str | Path) -> str:
 
 
 def resolve_init(stage: dict, model: dict, runs_dir: str | Path) -> str:
-    """The stage's starting point: its `init` stage's checkpoint, else the configured model."""
-    if stage.get("init"):
-        if stage["init"] not in STAGES:
-            raise ValueError(f"sft_stage.init {stage['init']!r} is not a stage; choose one of {list(STAGES)}")
-        return str(stage_checkpoint(runs_dir, stage["init"]))
-    return resolve_path(**model)
+    """The stage's starting point: its `init` (a stage name, whose default run dir is used, or a
+    checkpoint path such as a pipeline's planned stage dir), else the configured model."""
+    init = stage.get("init")
+    if not init:
+        return resolve_path(**model)
+    if init in STAGES:
+        return str(stage_checkpoint(runs_dir, init))
+    if not (Path(init) / "config.json").exists():
+        raise ValueError(f"sft_stage.init={init!r} is neither a stage ({list(STAGES)}) nor a checkpoint directory")
+    return str(init)
 
 
 def current_coverage(init: str, tasks, fmt: str, sim: SimConfig, workers: int | None,
@@ -65,17 +69,17 @@ def current_coverage(init: str, tasks, fmt: str, sim: SimConfig, workers: int | 
     return {r["task_id"]: r["overall"] or 0.0 for r in rows}
 
 
-def run_stage(stage: dict, model: dict, fmt: str, sim: SimConfig, runs_dir: str | Path, seed: int = 0,
+def run_stage(stage: dict, init: str | None, fmt: str, sim: SimConfig, out: str | Path, seed: int = 0,
               workers: int | None = None, on_step=None) -> dict:
+    """Train (or, with stage['checkpoint'], register) one stage from `init` into `out`."""
     name = stage["name"]
     check_stage(name)
-    out = stage_dir(runs_dir, name)
+    out = Path(out)
     if stage.get("checkpoint"):
         info = {"stage": name, "checkpoint": resolve_path("hf", stage["checkpoint"]), "external": True}
         out.mkdir(parents=True, exist_ok=True)
         (out / "stage.json").write_text(json.dumps(info, indent=2))
         return info
-    init = resolve_init(stage, model, runs_dir)
     tasks = load_tasks("generated", split="train", **stage["tasks"])
     tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
     examples = build_examples(tasks, fmt, sim, stage["min_coverage"], repair="repair" in stage["kinds"],

@@ -5,7 +5,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-META_KEYS = ("job", "sft_stage", "rl_algo", "consolidation", "teacher_pool", "model", "seed", "git_revision")
+ERROR_FILE = "error.txt"  # a job's handled one-line error, left in its Hydra dir for the pipeline runner
+META_KEYS = ("job", "sft_stage", "rl_algo", "consolidation", "teacher_pool", "model", "seed", "git_revision",
+             "pass_coverage")
 
 
 def git_revision(where: str | Path = Path(__file__).parent) -> str | None:
@@ -32,10 +34,13 @@ def model_name(model: dict) -> str:
 
 def run_metadata(job: str, model: str | None, seed: int | None, sft_stage: str | None = None,
                  rl_algo: str | None = None, consolidation: str | None = None,
-                 teacher_pool: str | None = None) -> dict:
-    """The keys every summary.json carries, so that readers can group runs without parsing paths."""
+                 teacher_pool: str | None = None, pass_coverage: float | None = None) -> dict:
+    """The keys every summary.json carries, so that readers can group runs without parsing paths.
+    `pass_coverage` is the run's pass rule: a sample passes at that coverage %, or (None) at its
+    task's own target; readers apply the rule the run was made with."""
     return {"job": job, "sft_stage": sft_stage, "rl_algo": rl_algo, "consolidation": consolidation,
-            "teacher_pool": teacher_pool, "model": model, "seed": seed, "git_revision": git_revision()}
+            "teacher_pool": teacher_pool, "model": model, "seed": seed, "git_revision": git_revision(),
+            "pass_coverage": pass_coverage}
 
 
 def copy_hydra_config(hydra_output_dir: str | Path, run_dir: str | Path) -> None:
@@ -44,3 +49,12 @@ def copy_hydra_config(hydra_output_dir: str | Path, run_dir: str | Path) -> None
     dst = Path(run_dir) / ".hydra"
     if src.is_dir() and src.resolve() != dst.resolve():
         shutil.copytree(src, dst, dirs_exist_ok=True)
+
+
+def write_error(hydra_output_dir: str | Path, exc: BaseException) -> None:
+    """Leave a job's one-line error where a pipeline runner looks for it (workflow/runner.py)."""
+    try:
+        Path(hydra_output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(hydra_output_dir) / ERROR_FILE).write_text(str(exc).splitlines()[0] + "\n")
+    except OSError:
+        pass

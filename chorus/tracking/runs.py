@@ -46,15 +46,23 @@ def find_run_dirs(pattern: str) -> list[Path]:
 
 
 def run_label(meta: dict, path: PurePath) -> str:
-    """dapo/stage0, sft/stage1, ties/three_experts, else the dir name."""
+    """dapo/stage0, sft/stage1, ties/three_experts (from the run's metadata, so a run dir's
+    configuration hash stays out of the tables), else the dir name."""
     job = meta.get("job")
-    if job == "rl" and meta.get("rl_algo"):
-        return f"{meta['rl_algo']}/{path.name}"
-    if job == "consolidation" and meta.get("consolidation"):
-        return f"{meta['consolidation']}/{path.name}"
-    if job == "sft":
-        return f"sft/{path.name}"
+    if job == "rl" and meta.get("rl_algo") and meta.get("sft_stage"):
+        return f"{meta['rl_algo']}/{meta['sft_stage']}"
+    if job == "consolidation" and meta.get("consolidation") and meta.get("teacher_pool"):
+        return f"{meta['consolidation']}/{meta['teacher_pool']}"
+    if job == "sft" and meta.get("sft_stage"):
+        return f"sft/{meta['sft_stage']}"
     return path.name
+
+
+def dir_label(meta: dict, path: PurePath) -> str:
+    """The label with the dir's own name (dapo/stage0-1a2b3c4d): tells apart runs of one group path."""
+    job = meta.get("job")
+    group = {"rl": meta.get("rl_algo"), "consolidation": meta.get("consolidation"), "sft": "sft"}.get(job)
+    return f"{group}/{path.name}" if group else path.name
 
 
 def tidy(rows: pd.DataFrame, label: str, path: str, meta: dict) -> pd.DataFrame:
@@ -78,9 +86,12 @@ def _assemble(loaded: list[tuple[str, str, dict, pd.DataFrame]], skipped: list, 
     labels = [label for _, label, _, _ in loaded]
     frames, runs = [], []
     for path, label, meta, rows in loaded:
-        if labels.count(label) > 1:  # the same job in several runs dirs: tell them apart by seed, else path
+        if labels.count(label) > 1:  # one group path, several runs: tell them apart by seed, else by dir
             same = [m.get("seed") for _, lb, m, _ in loaded if lb == label]
-            label = f"{label} (seed {meta.get('seed')})" if len(set(same)) == len(same) else path
+            label = (f"{label} (seed {meta.get('seed')})" if len(set(same)) == len(same)
+                     else dir_label(meta, PurePath(path)))
+            if sum(dir_label(m, PurePath(p)) == label for p, _, m, _ in loaded) > 1:
+                label = path
         df = tidy(rows, label, path, meta)
         frames.append(df)
         runs.append({"run": label, "path": path, **{k: meta.get(k) for k in META_KEYS},
@@ -95,8 +106,13 @@ def load_runs(pattern: str) -> RunSet:
     if not dirs:
         raise NoRunsError(f"runs={pattern!r} matches no run dirs (folders with {SUMMARY}, {PARQUET} or steps.jsonl); "
                           "check the path, and quote the glob so the shell does not expand it")
+    return load_run_dirs(dirs, f"runs={pattern!r}")
+
+
+def load_run_dirs(dirs: list[Path], source: str = "the given run dirs") -> RunSet:
+    """Exactly these run dirs (e.g. the steps of one pipeline plan), skipping those without results."""
     loaded, skipped = [], []
-    for d in dirs:
+    for d in map(Path, dirs):
         meta = json.loads((d / SUMMARY).read_text()) if (d / SUMMARY).exists() else {}
         if not ((d / PARQUET).exists() or (d / TABLE).exists()):
             skipped.append((str(d), f"no {PARQUET} or {TABLE}"))
@@ -110,7 +126,28 @@ def load_runs(pattern: str) -> RunSet:
             skipped.append((str(d), "per-task table is empty"))
             continue
         loaded.append((str(d), run_label(meta, d), meta, rows))
-    return _assemble(loaded, skipped, f"runs={pattern!r}")
+    return _assemble(loaded, skipped, source)
+
+
+def with_pass_rule(runs: RunSet, pass_coverage: float | None = None) -> RunSet:
+    """The table with each sample's pass under one rule: `pass_coverage` % when given, else the rule
+    the runs were made with (their summaries' pass_coverage; none = each task's target). Runs made
+    under different rules are not comparable, so that is refused unless a rule is given."""
+    if pass_coverage is None:
+        rule = runs.runs.set_index("run")["pass_coverage"] if "pass_coverage" in runs.runs else pd.Series(dtype=float)
+        rules = {None if pd.isna(v) else float(v) for v in rule}
+        if len(rules) > 1:
+            first = {}  # one run per rule is enough to say what differs
+            for r, v in rule.items():
+                first.setdefault("target" if pd.isna(v) else f"coverage >= {v:g} %", r)
+            named = "; ".join(f"{r}: {why}" for why, r in sorted(first.items(), key=lambda kv: kv[1]))
+            raise ValueError(f"the runs were made with different pass rules ({named}); set pass_coverage=<percent> "
+                             "to compare them under one rule")
+        pass_coverage = next(iter(rules), None)
+    if pass_coverage is None:
+        return runs
+    table = runs.table.assign(passed=runs.table["coverage"] >= pass_coverage, pass_coverage=pass_coverage)
+    return RunSet(table, runs.runs.assign(pass_coverage=pass_coverage), runs.skipped)
 
 
 def wandb_per_task(run) -> pd.DataFrame | None:

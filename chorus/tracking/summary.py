@@ -6,15 +6,24 @@ from collections import Counter, defaultdict
 from .passk import mean_pass_at_k
 
 
-def summarize(rows: list[dict]) -> dict:
+def passes(row: dict, pass_coverage: float | None = None) -> bool:
+    """The pass rule: the task's own target (`passed` as scored), or coverage >= pass_coverage %."""
+    return bool(row["passed"]) if pass_coverage is None else (row["overall"] or 0.0) >= pass_coverage
+
+
+def summarize(rows: list[dict], pass_coverage: float | None = None) -> dict:
     """Pass@1 = mean over tasks of the mean pass over that task's samples; pass@k is the
-    unbiased estimator, reported for the k that every task has samples for.
+    unbiased estimator, reported for the k that every task has samples for. A sample passes at
+    its task's target, or at `pass_coverage` % coverage when that is set (the rows keep `passed`
+    by target; the rule is recorded in the summary).
 
     mean_overall counts a sample with no coverage (compile error, missing, ...) as 0,
     as a reward would; mean_overall_scored averages only samples that produced coverage.
     """
     if any("final" in r for r in rows):  # multi-round protocols: score each sample's kept answer
         rows = [r for r in rows if r.get("final", True)]
+    if pass_coverage is not None:
+        rows = [{**r, "passed": passes(r, pass_coverage)} for r in rows]
     by_task: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_task[r["task_id"]].append(r)
@@ -42,4 +51,5 @@ def summarize(rows: list[dict]) -> dict:
         "pass_rate_by_difficulty": by("difficulty"),
         "pass_rate_by_source": by("source"),
         "seconds_total": round(sum(r["seconds"] for r in rows), 3),
+        "pass_coverage": pass_coverage,
     }

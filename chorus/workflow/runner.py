@@ -1,10 +1,15 @@
 """Run a DAG of steps as subprocesses, at most `jobs` at a time, with a live progress view.
 
-Each step logs to <logs>/<name>.log. A step whose results exist is skipped. When a step fails the
-runner starts nothing new, lets running steps finish (their results stay valid for a re-run) and
-reports the failure in one line."""
+Each step logs to <logs>/<name>.log; progress comes from the step's progress.jsonl and a handled
+error from the error.txt its job leaves in its Hydra dir (the log is only read for crashes). A step
+whose results were made with its planned settings is skipped, keeping the time it took when it ran;
+a step whose dir holds results made with other settings stops the run before anything starts.
+When a step fails the runner starts nothing new, lets running steps finish (their results stay
+valid for a re-run) and reports the failure in one line. <work_dir>/steps.json is rewritten at
+every change of status."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -15,24 +20,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..tracking.progress import describe, latest
+from ..tracking.record import ERROR_FILE
 from .steps import Step, check_dag
 
-PROGRESS_LINE = re.compile(r"(sft step \d+/\d+ loss [\d.]+|step \d+/\d+ reward [-\d.]+|Merging|merge)")
 
 
 class StepFailed(RuntimeError):
     pass
-
-
-def _last_progress(log: Path) -> str:
-    try:
-        with open(log, "rb") as f:
-            f.seek(max(0, f.seek(0, 2) - 4096))
-            tail = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    hits = PROGRESS_LINE.findall(tail)
-    return hits[-1] if hits else ""
 
 
 ERROR_LINES = (re.compile(r"^chorus\.\w+: error: "),  # a job's own one-line error
@@ -40,8 +35,10 @@ ERROR_LINES = (re.compile(r"^chorus\.\w+: error: "),  # a job's own one-line err
                re.compile(r"Could not (find|override|load)"))  # Hydra composition
 
 
-def _error_line(log: Path) -> str:
-    """The line of a failed step's log that says what went wrong."""
+def _error_line(log: Path, hydra_dir: Path) -> str:
+    """What went wrong in a failed step: its job's own error, else the telling line of its log."""
+    if (hydra_dir / ERROR_FILE).exists():
+        return (hydra_dir / ERROR_FILE).read_text().strip()[:300]
     lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
     lines = [ln for ln in lines if "HYDRA_FULL_ERROR" not in ln]
     for pattern in ERROR_LINES:
@@ -51,29 +48,61 @@ def _error_line(log: Path) -> str:
     return (lines or ["(no output)"])[-1][:300]
 
 
+def _previous(path: Path) -> dict:
+    try:
+        return {r["name"]: r for r in json.loads(path.read_text())}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _check_stale(steps: list[Step]) -> None:
+    for s in steps:
+        state, diff = s.state()
+        if state == "stale":
+            raise StepFailed(f"step {s.name}: {s.run_dir} holds results made with other settings "
+                             f"({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}); move that dir away "
+                             "or use another runs_dir")
+
+
 def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None = None,
-              poll_s: float = 0.5) -> list[dict]:
+              poll_s: float = 0.5, report_every_s: float = 60.0) -> list[dict]:
     """Run (or skip) every step; returns one record per step: name, status, seconds, run_dir, log."""
     check_dag(steps)
-    logs, hydra = work_dir / "logs", work_dir / "hydra"
+    _check_stale(steps)
+    logs, hydra, record_path = work_dir / "logs", work_dir / "hydra", work_dir / "steps.json"
     logs.mkdir(parents=True, exist_ok=True)
+    before = _previous(record_path)
     records = {s.name: {"name": s.name, "command": s.command(), "run_dir": str(s.run_dir),
                         "log": str(logs / f"{s.name.replace('/', '__')}.log"), "status": "pending",
                         "seconds": 0.0} for s in steps}
     for s in steps:
         if s.done():
-            records[s.name]["status"] = "skipped (done)"
+            old = before.get(s.name, {})
+            kept = old.get("seconds", 0.0) if old.get("run_dir") == str(s.run_dir) else 0.0
+            records[s.name].update(status="skipped (done)", seconds=kept)  # the time it took when it ran
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     failed: list[str] = []
     env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
     console = Console()
-    live = console.is_terminal  # a log file or CI gets one plain line per status change instead
+    live = console.is_terminal  # a log file or CI gets plain lines: status changes, progress once a minute
+    reported: dict[str, float] = {}
+
+    def save() -> None:
+        record_path.write_text(json.dumps(list(records.values()), indent=2) + "\n")
 
     def note(name: str) -> None:
+        save()
         if not live:
             rec = records[name]
             took = f" in {rec['seconds'] / 60:.1f} min" if rec["seconds"] else ""
             console.print(f"{time.strftime('%H:%M:%S')} {name}: {rec['status']}{took}", highlight=False)
+
+    def show_progress(name: str, bar) -> None:
+        text = describe(latest(records[name]["run_dir"]))
+        progress.update(bar, description=f"{name}: {text or 'running'}")
+        if not live and text and time.time() - reported.get(name, 0.0) >= report_every_s:
+            reported[name] = time.time()
+            console.print(f"{time.strftime('%H:%M:%S')} {name}: {text}", highlight=False)
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                   disable=not live) as progress:
@@ -81,12 +110,13 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
         for s in steps:
             if records[s.name]["status"] != "pending":
                 note(s.name)
+        save()
         try:
             while True:
                 for name, (proc, start) in list(running.items()):
                     rec = records[name]
                     if proc.poll() is None:
-                        progress.update(bars[name], description=f"{name}: {_last_progress(Path(rec['log']))}")
+                        show_progress(name, bars[name])
                         continue
                     del running[name]
                     rec["seconds"] = round(time.time() - start, 1)
@@ -100,6 +130,7 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                 for s in ready[:max(0, jobs - len(running))]:
                     rec = records[s.name]
                     rec["status"] = "running"
+                    (hydra / s.name / ERROR_FILE).unlink(missing_ok=True)
                     with open(rec["log"], "w") as log:
                         proc = subprocess.Popen(s.argv(hydra / s.name), stdout=log, stderr=subprocess.STDOUT,
                                                 env=env, start_new_session=True)
@@ -118,7 +149,8 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                 progress.update(bars[s.name], completed=1)
     if failed:
         rec = records[failed[0]]
-        raise StepFailed(f"step {failed[0]} {rec['status']}: {_error_line(Path(rec['log']))} (log: {rec['log']}); "
+        why = _error_line(Path(rec["log"]), hydra / failed[0])
+        raise StepFailed(f"step {failed[0]} {rec['status']}: {why} (log: {rec['log']}); "
                          "fix it and re-run the same command: finished steps are kept")
     blocked = [n for n, r in records.items() if r["status"] == "pending"]
     if blocked:

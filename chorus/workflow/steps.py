@@ -1,10 +1,11 @@
 """A pipeline step: one `python -m chorus.<job>` command line, the run dir it fills, what it waits for."""
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..tracking.identity import RUN_RECORD, differences, read_record
 
 
 @dataclass
@@ -14,10 +15,23 @@ class Step:
     overrides: list[str]
     run_dir: Path
     after: list[str] = field(default_factory=list)
+    identity: dict | None = None  # the settings the run dir's run.json must record (None: any results do)
+
+    def state(self) -> tuple[str, list[str]]:
+        """("done", []) when the run dir holds results made with exactly the planned settings;
+        ("stale", differences) when it holds results made with others; ("todo", []) otherwise."""
+        if not (self.run_dir / "summary.json").exists():  # every chorus job ends by writing summary.json
+            return "todo", []
+        if self.identity is None:
+            return "done", []
+        recorded = read_record(self.run_dir)
+        if recorded is None:
+            return "stale", [f"no {RUN_RECORD} (made before run identities were recorded)"]
+        diff = differences(self.identity, recorded.get("identity", {}))
+        return ("stale", diff) if diff else ("done", [])
 
     def done(self) -> bool:
-        """The job's results exist (every chorus.train job ends by writing summary.json), so a re-run skips it."""
-        return (self.run_dir / "summary.json").exists()
+        return self.state()[0] == "done"
 
     def argv(self, hydra_dir: Path) -> list[str]:
         return [sys.executable, "-m", self.module, *self.overrides, f"hydra.run.dir={hydra_dir}"]
@@ -35,7 +49,3 @@ def check_dag(steps: list[Step]) -> None:
         if missing:
             raise ValueError(f"step {s.name} waits for {missing}, which do not come before it")
 
-
-def write_record(path: Path, records: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(records, indent=2) + "\n")

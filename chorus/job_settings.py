@@ -1,0 +1,150 @@
+"""Which settings each chorus.train job reads.
+
+A setting a job does not read must not be accepted silently: `consolidation=opd rl_algo.eps_high=0.5`
+or `job=sft trainer=gpu` would otherwise be recorded in the run's config as if they had shaped it.
+The same lists decide a run's identity (tracking/identity.py) and which of a pipeline preset's
+settings reach which step, so "what a job uses" is written down once, here.
+
+Entries are dotted prefixes of the composed train config: `rl` covers every `rl.*` key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+
+from omegaconf import DictConfig, OmegaConf
+
+# Read by every job, but never part of what a run computes (where it writes, how it logs).
+BOOKKEEPING = ("job", "runs_dir", "run_tag", "logger", "hydra", "simulator.workers", "rl.resume", "rl.save_every")
+COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
+# A held-out evaluation (rl.run.eval_sampling and evaluate_checkpoint read these).
+EVALUATION = ("rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature", "rl.max_new_tokens",
+              "rl.max_prompt_tokens")
+# Merge options per method: everything else under consolidation.* is refused for that method.
+MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam",), "ties": ("density", "lam"),
+                 "dare": ("density", "lam", "seed"), "della": ("density", "epsilon", "lam", "seed")}
+# The teacher location in conf/teacher_pool/*.yaml follows ${rl_algo.name}; the algorithm's other
+# settings belong to job=rl.
+TEACHERS = ("teacher_pool.name", "teacher_pool.teachers", "rl_algo.name")
+# Why a job refuses a setting people commonly pass it: (job, top-level key) -> a clause.
+UNUSED_HINTS = {
+    ("sft", "trainer"): " (SFT trains in float32 on the CPU)",
+    ("sft", "model"): " (SFT trains in float32 on the CPU)",
+    ("evaluate", "model"): " (only policy=model loads a model)",
+    ("evaluate", "protocol"): " (only policy=model generates)",
+    ("consolidation", "rl_algo"): " (rl_algo only selects the experts the teacher pool reads; OPD's own clip "
+                                  "range is fixed in rl/algos.py)",
+}
+
+
+def _sft(c: dict) -> list[str]:
+    # SFT trains in float32 on the CPU: trainer and model.dtype are job=rl/consolidation settings.
+    uses = ["sft_stage", *[k for k in COMMON if k != "model"], "model.name", "model.path", "model.size",
+            "model.seed", "model.device", "model.attn_implementation"]
+    return uses + list(EVALUATION) if c["sft_stage"]["evaluate"] else uses
+
+
+def _rl(c: dict) -> list[str]:
+    # The expert starts from its stage's checkpoint (sft_stage.checkpoint, else the stage's run dir).
+    return [*COMMON, "rl", "rl_algo", "trainer", "sft_stage.name", "sft_stage.checkpoint"]
+
+
+def _merge(c: dict) -> list[str]:
+    method = c["consolidation"]["name"]
+    uses = [*COMMON, *EVALUATION, *TEACHERS, "consolidation.name", "consolidation.weights",
+            *(f"consolidation.{k}" for k in MERGE_OPTIONS[method])]
+    return uses + ["teacher_pool.base"] if method != "soup" else uses
+
+
+def _opd(c: dict) -> list[str]:
+    cons = c["consolidation"]
+    uses = [*COMMON, *TEACHERS, "rl", "trainer", "teacher_pool", "consolidation.name", "consolidation.student",
+            "consolidation.margin", "consolidation.mode", "consolidation.teachers_in_memory"]
+    if cons["student"] == "soup":
+        uses.append("consolidation.weights")
+    if cons["mode"] == "direct":
+        uses.append("consolidation.divergence")
+        if cons["divergence"] == "jsd":
+            uses.append("consolidation.beta")
+    return uses
+
+
+# chorus.evaluate: each policy's own settings (the rest of `policy.*` is refused for it).
+POLICY_OPTIONS = {"reference": ("quality",), "file": ("dir",), "random": ("cycles", "seed"),
+                  "model": ("engine", "max_new_tokens", "temperature", "top_p", "top_k", "max_prompt_tokens",
+                            "threads", "seed")}
+
+
+def _evaluate(c: dict) -> list[str]:
+    policy = c["policy"]["name"]
+    uses = ["tasks", "format", "simulator", "n_samples", "progress", "pass_coverage", "policy.name",
+            *(f"policy.{k}" for k in POLICY_OPTIONS.get(policy, ()))]
+    return uses + ["model", "protocol"] if policy == "model" else uses
+
+
+def used_settings(job: str, c: dict) -> list[str]:
+    """The dotted prefixes of the composed config `c` (a plain dict) that `job` reads."""
+    if job == "evaluate":
+        return _evaluate(c)
+    if job == "sft":
+        return _sft(c)
+    if job == "rl":
+        return _rl(c)
+    if c["consolidation"]["name"] == "opd":
+        return _opd(c)
+    if c["consolidation"]["name"] in MERGE_OPTIONS:
+        return _merge(c)
+    raise ValueError(f"unknown consolidation {c['consolidation']['name']!r}; "
+                     f"choose one of {sorted([*MERGE_OPTIONS, 'opd', 'none'])}")
+
+
+def _covers(prefix: str, key: str) -> bool:
+    return key == prefix or key.startswith(prefix + ".")
+
+
+def is_used(key: str, uses: list[str]) -> bool:
+    """`key` is a setting (`rl.lr`) or a group choice (`trainer`): used when a used prefix covers it,
+    or, for a group, when the job reads anything inside it."""
+    return any(_covers(u, key) or _covers(key, u) for u in [*uses, *BOOKKEEPING])
+
+
+def override_key(override: str) -> str:
+    """`+consolidation.densty=0.3` -> consolidation.densty; `~x.y` -> x.y; list indices stay dotted."""
+    key = override.split("=", 1)[0].lstrip("+~")
+    return key.split("@", 1)[0]
+
+
+def unused_overrides(job: str, c: dict, overrides: list[str]) -> list[str]:
+    """The overrides (as typed) that `job` would ignore."""
+    uses = used_settings(job, c)
+    return [o for o in overrides if not is_used(override_key(o), uses)]
+
+
+def unknown_keys(node: DictConfig, path: str = "") -> list[str]:
+    """Keys of a composed config that its structured schema does not define, e.g. a typo added with
+    `+consolidation.densty=0.3` (Hydra's own error suggests the `+`), each with the nearest known key."""
+    found = []
+    schema = OmegaConf.get_type(node)
+    fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
+    for key in node.keys():
+        where = f"{path}{key}"
+        if fields is not None and key not in fields:
+            near = difflib.get_close_matches(str(key), fields, n=1)
+            found.append(where + (f" (did you mean {path}{near[0]}?)" if near else ""))
+            continue
+        value = node._get_node(key)
+        if isinstance(value, DictConfig) and not value._is_missing() and not value._is_none():
+            found += unknown_keys(value, where + ".")
+    return found
+
+
+def check_settings(job: str, label: str, c: dict, cfg: DictConfig, overrides: list[str]) -> None:
+    """One-line refusals of keys the schema does not know and of overrides `job` would ignore;
+    `label` names the job in the message (job=sft, consolidation=ties, policy=reference)."""
+    unknown = unknown_keys(cfg)
+    if unknown:
+        raise ValueError(f"unknown setting {unknown[0]}")
+    unused = unused_overrides(job, c, overrides)
+    if unused:
+        hint = UNUSED_HINTS.get((job, override_key(unused[0]).split(".")[0]), "")
+        raise ValueError(f"{label} does not use {unused[0]}{hint}; drop it")

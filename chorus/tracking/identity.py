@@ -1,0 +1,110 @@
+"""A run's identity: the settings that shaped its results, and the run dir they determine.
+
+A run dir is its group path (sft/<stage>, rl/<algo>/<stage>, consolidation/<method>/<pool>) plus, when
+any setting the job reads differs from what those groups compose to by default, a short hash of
+those differences: `consolidation/ties/three_experts-3f9c01ab`. Two runs that differ in anything
+that matters therefore never share a dir (a multirun over densities leaves one dir per density),
+and the default runs keep the plain paths the teacher pools and stage chains refer to.
+
+The dir's run.json records the identity; a job refuses to write into a dir made with different
+settings, and the pipeline counts a step as done only when the recorded identity equals its plan.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from ..job_settings import BOOKKEEPING, used_settings
+
+RUN_RECORD = "run.json"
+
+
+def flatten(value, prefix: str = "") -> dict:
+    """{dotted key: leaf}; lists of dicts (teacher_pool.teachers) are flattened by index."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        return out
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(flatten(v, f"{prefix}{i}."))
+        return out
+    return {prefix[:-1]: value}
+
+
+def _covered(key: str, prefixes) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def identity(job: str, c: dict) -> dict:
+    """The settings `job` reads in the composed config `c`, flat and sorted; paths inside runs_dir are
+    written relative to it, so a moved runs_dir keeps its identities."""
+    uses, root = used_settings(job, c), str(c["runs_dir"]).rstrip("/") + "/"
+    flat = {k: v for k, v in flatten(c).items() if _covered(k, uses) and not _covered(k, BOOKKEEPING)}
+    rel = {k: "${runs_dir}/" + v[len(root):] if isinstance(v, str) and v.startswith(root) else v
+           for k, v in flat.items()}
+    return {"job": job, **dict(sorted(rel.items()))}
+
+
+def differences(planned: dict, recorded: dict) -> list[str]:
+    """`key: recorded -> planned` for every setting that differs (missing on one side = None)."""
+    keys = sorted(set(planned) | set(recorded))
+    return [f"{k}: {recorded.get(k)!r} -> {planned.get(k)!r}" for k in keys if planned.get(k) != recorded.get(k)]
+
+
+def changed_settings(ident: dict, default: dict) -> dict:
+    """What differs from the default identity of the same groups (None where a key is absent)."""
+    return {k: ident.get(k) for k in sorted(set(ident) | set(default)) if ident.get(k) != default.get(k)}
+
+
+def short_hash(changed: dict) -> str:
+    return hashlib.sha256(json.dumps(changed, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def group_path(job: str, c: dict) -> Path:
+    if job == "sft":
+        return Path("sft") / c["sft_stage"]["name"]
+    if job == "rl":
+        return Path("rl") / c["rl_algo"]["name"] / c["sft_stage"]["name"]
+    return Path("consolidation") / c["consolidation"]["name"] / c["teacher_pool"]["name"]
+
+
+def run_dir(job: str, c: dict, default: dict) -> tuple[Path, dict]:
+    """(run dir, record) of `job` under the composed config `c`; `default` is what the same group path
+    composes to with no other overrides (the entry point composes it; see train.default_config)."""
+    ident = identity(job, c)
+    changed = changed_settings(ident, identity(job, default))
+    path = group_path(job, c)
+    name = "-".join([path.name, *([c["run_tag"]] if c.get("run_tag") else []),
+                     *([short_hash(changed)] if changed else [])])
+    return Path(c["runs_dir"]) / path.parent / name, {"identity": ident, "changed": changed}
+
+
+def read_record(out: Path) -> dict | None:
+    try:
+        return json.loads((Path(out) / RUN_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def check_reuse(out: Path, record: dict) -> None:
+    """Refuse a dir that holds a run made with other settings (same group path and hash, but the
+    defaults have changed since, or the dir predates identities)."""
+    old = read_record(out)
+    if old is None:
+        if (Path(out) / "summary.json").exists():
+            raise ValueError(f"{out} holds results without a {RUN_RECORD} (made before run identities were "
+                             "recorded); move it away or set another runs_dir")
+        return
+    diff = differences(record["identity"], old.get("identity", {}))
+    if diff:
+        raise ValueError(f"{out} holds a run made with other settings ({'; '.join(diff[:3])}"
+                         f"{'; ...' if len(diff) > 3 else ''}); move it away, or set run_tag= or another runs_dir")
+
+
+def write_record(out: Path, record: dict) -> None:
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / RUN_RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n")

@@ -1,0 +1,121 @@
+"""A run's identity: the settings that shaped it decide its dir, and settings a job would ignore are refused."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from chorus.config_schema import CONF_DIR, register_configs
+from chorus.job_settings import unused_overrides
+from chorus.tracking.identity import check_reuse, differences, flatten, identity, write_record
+from chorus.train import auto_job, job_run_dir
+
+
+@pytest.fixture(scope="module")
+def train_cfg():
+    """compose(*overrides) -> (composed dict, job, run dir, record), inside one Hydra context."""
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        def composed(*overrides):
+            c = OmegaConf.to_container(compose(config_name="train", overrides=["runs_dir=/r", *overrides]),
+                                       resolve=True, enum_to_str=True)
+            job = auto_job(c)
+            return (c, job, *job_run_dir(c, job))
+        yield composed
+
+
+def test_default_runs_keep_their_group_paths(train_cfg):
+    from pathlib import Path
+
+    assert train_cfg("job=sft", "sft_stage=stage1")[2] == Path("/r/sft/stage1")
+    assert train_cfg("job=rl", "sft_stage=stage2", "rl_algo=grpo")[2] == Path("/r/rl/grpo/stage2")
+    assert train_cfg("consolidation=ties", "teacher_pool=two_experts")[2] == Path("/r/consolidation/ties/two_experts")
+
+
+def test_what_shapes_a_result_moves_the_dir_and_bookkeeping_does_not(train_cfg):
+    base = train_cfg("consolidation=ties")[2]
+    # where it logs, whether it resumes, how many simulator workers: the same run
+    assert train_cfg("consolidation=ties", "logger=none", "rl.resume=false", "simulator.workers=1")[2] == base
+    d2, d8 = (train_cfg("consolidation=ties", f"consolidation.density={d}")[2] for d in (0.2, 0.8))
+    assert len({base, d2, d8}) == 3 and d2.parent == base.parent and d2.name.startswith("three_experts-")
+    _, _, _, record = train_cfg("consolidation=ties", "consolidation.density=0.2")
+    assert record["changed"] == {"consolidation.density": 0.2}
+    # a setting only OPD reads is refused for a merge rather than hashed
+    c, job, _, _ = train_cfg("consolidation=ties")
+    assert unused_overrides(job, c, ["consolidation.margin=0.3"]) == ["consolidation.margin=0.3"]
+
+
+def test_teacher_pools_follow_rl_algo(train_cfg):
+    c, _, out, record = train_cfg("consolidation=opd", "rl_algo=grpo")
+    assert [t["checkpoint"] for t in c["teacher_pool"]["teachers"]] == [f"/r/rl/grpo/stage{i}/hf" for i in range(3)]
+    assert record["identity"]["teacher_pool.teachers.0.checkpoint"] == "${runs_dir}/rl/grpo/stage0/hf"
+    assert out != train_cfg("consolidation=opd")[2]  # distilled from other experts: another run
+
+
+def test_identity_is_relative_to_runs_dir_and_flat():
+    c = {"runs_dir": "/a/b", "seed": 1, "format": {"name": "vectors"}, "simulator": {"workers": 2, "isolation": "off"},
+         "model": {"name": "tiny", "path": "/a/b/sft/stage0/hf"}, "pass_coverage": None,
+         "sft_stage": {"name": "stage0", "evaluate": False}, "logger": {"name": "none"}}
+    assert identity("sft", c) == {"job": "sft", "format.name": "vectors", "model.name": "tiny",
+                                  "model.path": "${runs_dir}/sft/stage0/hf", "pass_coverage": None, "seed": 1,
+                                  "sft_stage.evaluate": False, "sft_stage.name": "stage0",
+                                  "simulator.isolation": "off"}
+    assert flatten({"t": [{"a": 1}, {"a": 2}], "l": [1, 2]}) == {"t.0.a": 1, "t.1.a": 2, "l": [1, 2]}
+    assert differences({"a": 1, "b": 2}, {"a": 1, "c": 3}) == ["b: None -> 2", "c: 3 -> None"]
+
+
+def test_a_dir_made_with_other_settings_is_refused(tmp_path):
+    write_record(tmp_path, {"identity": {"job": "rl", "rl.lr": 1e-4}})
+    check_reuse(tmp_path, {"identity": {"job": "rl", "rl.lr": 1e-4}})  # the same run: resume
+    with pytest.raises(ValueError, match=r"holds a run made with other settings \(rl.lr: 0.0001 -> 0.001\)"):
+        check_reuse(tmp_path, {"identity": {"job": "rl", "rl.lr": 1e-3}})
+    (tmp_path / "run.json").unlink()
+    (tmp_path / "summary.json").write_text("{}")
+    with pytest.raises(ValueError, match="without a run.json"):
+        check_reuse(tmp_path, {"identity": {"job": "rl"}})
+
+
+def cli(module: str, *overrides, tmp_path):
+    p = subprocess.run([sys.executable, "-m", module, *overrides, f"hydra.run.dir={tmp_path / 'h'}"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "WANDB_MODE": "offline"})
+    return p
+
+
+# Every setting the review found accepted and ignored (or failing late) now stops at once, naming the key.
+@pytest.mark.parametrize("module, overrides, message", [
+    ("chorus.train", ["consolidation=ties", "+consolidation.densty=0.3"],
+     "unknown setting consolidation.densty (did you mean consolidation.density?)"),
+    ("chorus.train", ["consolidation=ties", "consolidation.epsilon=0.3"],
+     "consolidation=ties does not use consolidation.epsilon=0.3"),
+    ("chorus.train", ["consolidation=opd", "rl_algo.eps_high=0.5"], "consolidation=opd does not use rl_algo.eps_high"),
+    ("chorus.train", ["job=sft", "trainer=gpu"], "job=sft does not use trainer=gpu (SFT trains in float32 on the CPU)"),
+    ("chorus.train", ["job=sft", "model.dtype=bfloat16"], "job=sft does not use model.dtype=bfloat16"),
+    ("chorus.train", ["job=rl", "consolidation.margin=0.2"], "job=rl does not use consolidation.margin=0.2"),
+    ("chorus.train", ["consolidation=opd", "consolidation.mode=pgg"], "consolidation.mode"),
+    ("chorus.train", ["job=rl", "rl.engine=vlm"], "rl.engine"),
+    ("chorus.evaluate", ["simulator.isolation=requried"], "simulator.isolation"),
+    ("chorus.evaluate", ["tasks=cvdp"], "tasks=cvdp needs tasks.path"),
+    ("chorus.evaluate", ["model.size=xs"], "policy=reference does not use model.size=xs"),
+    ("chorus.evaluate", ["policy=random", "policy.temperature=0.5"], "policy=random does not use policy.temperature"),
+])
+def test_ignored_settings_and_bad_modes_stop_before_anything_starts(module, overrides, message, tmp_path):
+    p = cli(module, *overrides, f"runs_dir={tmp_path / 'runs'}" if module == "chorus.train" else "n_samples=1",
+            tmp_path=tmp_path)
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    first = next(line for line in p.stderr.splitlines() if line.strip())
+    assert message in first, p.stderr
+    assert not list(tmp_path.rglob("wandb")) and not list(tmp_path.rglob("run.json"))  # no logger, no run dir
+
+
+def test_train_refuses_a_dir_made_with_other_settings(train_cfg, tmp_path):
+    """The same group path and hash but other settings: the defaults changed since that run was made."""
+    runs = tmp_path / "runs"
+    _, _, out, record = train_cfg(f"runs_dir={runs}", "job=sft")
+    old = {**record["identity"], "sft_stage.steps": 7}
+    write_record(out, {"identity": old})
+    p = cli("chorus.train", "job=sft", f"runs_dir={runs}", "logger=none", tmp_path=tmp_path)
+    assert p.returncode == 2 and "holds a run made with other settings (sft_stage.steps: 7 -> 200)" in p.stderr
+    assert json.loads((out / "run.json").read_text())["identity"] == old  # left as it was
