@@ -23,7 +23,7 @@ def main(cfg: DictConfig) -> None:
     from .analysis.report import analyze_runs
     from .tracking.runs import load_runs, load_wandb_runs, with_pass_rule
 
-    c = OmegaConf.to_container(cfg, resolve=True)
+    c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     out = Path(c["out"] or HydraConfig.get().runtime.output_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=FutureWarning)

@@ -259,7 +259,7 @@ class AnalyzeConf:
 @dataclass
 class PipelinePresetConf:
     name: str = "tiny"
-    train: List[str] = field(default_factory=list)  # overrides for every chorus.train job of the pipeline
+    train: List[str] = field(default_factory=list)  # settings for the pipeline's chorus.train jobs that read them
     stages: Dict[str, List[str]] = field(default_factory=dict)  # per SFT stage: extra overrides
     rl: List[str] = field(default_factory=list)  # extra overrides for the RL (expert) jobs
     merges: List[str] = field(default_factory=lambda: ["soup", "ties", "della"])
@@ -267,7 +267,6 @@ class PipelinePresetConf:
     opd: List[str] = field(default_factory=list)  # extra overrides for the OPD job
     k: int = 2  # pass@k column of the report
     bootstrap: int = 1000
-    pass_coverage: Optional[float] = None  # report: a sample passes at this coverage % instead of its target
 
 
 @dataclass
@@ -304,6 +303,7 @@ class TrainConf:
     runs_dir: str = "runs"
     run_tag: str = ""  # appended to rl and consolidation run dirs (<pool>-<tag>), e.g. one per sweep run
     seed: int = 0
+    pass_coverage: Optional[float] = None  # evaluations: a sample passes at this coverage % instead of its target
 
 
 @dataclass
@@ -317,6 +317,7 @@ class EvaluateConf:
     logger: Any = None
     n_samples: int = 1
     progress: bool = True
+    pass_coverage: Optional[float] = None  # a sample passes at this coverage % instead of its task's target
 
 
 def register_configs() -> None:

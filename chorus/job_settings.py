@@ -16,6 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 
 # Read by every job, but never part of what a run computes (where it writes, how it logs).
 BOOKKEEPING = ("job", "runs_dir", "run_tag", "logger", "hydra", "simulator.workers", "rl.resume", "rl.save_every")
+# Groups that only set other settings (conf/experiment/): what they set is checked as composed.
+PRESETS = ("experiment",)
 COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
 # A held-out evaluation (rl.run.eval_sampling and evaluate_checkpoint read these).
 EVALUATION = ("rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature", "rl.max_new_tokens",
@@ -105,7 +107,7 @@ def _covers(prefix: str, key: str) -> bool:
 def is_used(key: str, uses: list[str]) -> bool:
     """`key` is a setting (`rl.lr`) or a group choice (`trainer`): used when a used prefix covers it,
     or, for a group, when the job reads anything inside it."""
-    return any(_covers(u, key) or _covers(key, u) for u in [*uses, *BOOKKEEPING])
+    return any(_covers(u, key) or _covers(key, u) for u in [*uses, *BOOKKEEPING, *PRESETS])
 
 
 def override_key(override: str) -> str:

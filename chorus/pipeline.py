@@ -122,8 +122,7 @@ def main(cfg: DictConfig) -> None:
         # the report covers exactly this plan's runs, whatever else runs_dir holds
         report = write_report([s.run_dir for s in steps], runs_dir, records,
                               title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",
-                              k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"],
-                              pass_coverage=c["pipeline"]["pass_coverage"])
+                              k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"])
     except (ValueError, OSError, StepFailed) as exc:
         print(f"chorus.pipeline: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

@@ -17,6 +17,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from .job_settings import check_settings
+from .train import auto_job, job_label
 from .config_schema import CONF_DIR, register_configs
 
 HEAD = ["${env}", "${interpreter}", "-m", "chorus.train"]
@@ -66,7 +68,10 @@ def check_sweep(path: str | Path, run_id: str = "sweeprun1") -> list[str]:
                 problems.setdefault(f"{bad[0]} is not a Hydra value; write the string \"null\" in the sweep", "")
                 continue
             try:
-                cfg = OmegaConf.to_container(compose(config_name="train", overrides=line), resolve=True)
+                node = compose(config_name="train", overrides=line)
+                cfg = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+                job = auto_job(cfg)
+                check_settings(job, job_label(job, cfg), cfg, node, line)  # what chorus.train would refuse
             except (HydraException, OmegaConfBaseException, ValueError) as exc:
                 problems.setdefault(str(exc).splitlines()[0], f" (in: {' '.join(line)})")
                 continue

@@ -119,3 +119,19 @@ def test_train_refuses_a_dir_made_with_other_settings(train_cfg, tmp_path):
     p = cli("chorus.train", "job=sft", f"runs_dir={runs}", "logger=none", tmp_path=tmp_path)
     assert p.returncode == 2 and "holds a run made with other settings (sft_stage.steps: 7 -> 200)" in p.stderr
     assert json.loads((out / "run.json").read_text())["identity"] == old  # left as it was
+
+
+def test_a_missing_teacher_names_the_runs_of_its_group_path(tmp_path):
+    from chorus.config_schema import Teacher
+    from chorus.opd.teachers import check_teachers
+
+    made = tmp_path / "rl/dapo/stage1-0123abcd/hf"
+    made.mkdir(parents=True)
+    (made / "config.json").write_text("{}")
+    teachers = [Teacher("stage1", str(made)), Teacher("stage2", str(tmp_path / "rl/dapo/stage2/hf"))]
+    with pytest.raises(ValueError, match=r"teacher stage2: .* pass teacher_pool.teachers.1.checkpoint=<an existing"):
+        check_teachers(teachers)
+    teachers[1] = Teacher("stage1", str(tmp_path / "rl/dapo/stage1/hf"))
+    with pytest.raises(ValueError, match=r"holds stage1-0123abcd \(made with other settings\); pass "
+                                         r"teacher_pool.teachers.1.checkpoint=.*stage1-0123abcd/hf to use one"):
+        check_teachers(teachers)

@@ -69,6 +69,11 @@ def test_a_parameter_named_after_a_config_node_fails(tmp_path):
     assert "parameter 'consolidation' is a config key" in problem
 
 
+def test_a_setting_the_job_would_ignore_fails(tmp_path):
+    (problem,) = check_sweep(broken(tmp_path, **{"rl_algo.eps_high": {"values": [0.3]}}))
+    assert "consolidation=opd does not use rl_algo.eps_high=0.3" in problem
+
+
 def test_a_misspelt_key_and_a_bad_command_fail(tmp_path):
     (problem,) = check_sweep(broken(tmp_path, **{"consolidation.marginn": {"values": [0.1]}}))
     assert "Could not override 'consolidation.marginn'" in problem

@@ -17,16 +17,27 @@ from ..tracking.run_dir import PARQUET, TABLE, kept_answers, read_table
 def check_teachers(teachers: list[Teacher]) -> None:
     if not teachers:
         raise ValueError("the teacher pool is empty; pick teacher_pool=three_experts|two_experts|single")
-    for t in teachers:
+    for i, t in enumerate(teachers):
         if not (Path(t.checkpoint) / "config.json").exists():
-            raise ValueError(f"teacher {t.name}: no checkpoint at {t.checkpoint}; produce it with "
-                             f"`python -m chorus.train job=rl sft_stage={t.name}` or point "
-                             f"teacher_pool.teachers[].checkpoint at an existing model")
+            raise ValueError(f"teacher {t.name}: no checkpoint at {t.checkpoint}; "
+                             + _variants(Path(t.checkpoint), i, t.name))
         if t.source not in list(TeacherSource):
             raise ValueError(f"teacher {t.name}: unknown reward source {t.source!r}; use online or table")
         if t.source == "table" and not _table_path(t.rewards):
             raise ValueError(f"teacher {t.name}: reward table {t.rewards} not found; evaluate the teacher on the "
                              f"training tasks with `python -m chorus.evaluate policy=model ...` or use source: online")
+
+
+def _variants(checkpoint: Path, index: int, name: str) -> str:
+    """The fix for a missing teacher: runs of the same group path made with other settings (their
+    dirs carry a hash, see tracking/identity.py) are named, else how to train the expert."""
+    run = checkpoint.parent
+    found = sorted(p.parent.parent for p in run.parent.glob(f"{run.name}-*/{checkpoint.name}/config.json"))
+    if found:
+        return (f"{run.parent} holds {', '.join(p.name for p in found[:3])} (made with other settings); pass "
+                f"teacher_pool.teachers.{index}.checkpoint={found[0] / checkpoint.name} to use one")
+    return (f"produce it with `python -m chorus.train job=rl sft_stage={name}` (with the settings you "
+            f"want), or pass teacher_pool.teachers.{index}.checkpoint=<an existing model>")
 
 
 def _table_path(where: str | None) -> Path | None:
