@@ -301,7 +301,7 @@ class TrainConf:
     rl: RLConf = field(default_factory=RLConf)
     job: str = "auto"  # auto = consolidate when consolidation != none, else sft
     runs_dir: str = "runs"
-    run_tag: str = ""  # appended to rl and consolidation run dirs (<pool>-<tag>), e.g. one per sweep run
+    run_tag: str = ""  # a readable label in the run dir name (<name>-<tag>[-<hash>]), e.g. the W&B run id of a sweep
     seed: int = 0
     pass_coverage: Optional[float] = None  # evaluations: a sample passes at this coverage % instead of its target
 
