@@ -22,9 +22,20 @@ def test_records_are_appended_and_the_newest_one_is_described(tmp_path):
     newest = latest(tmp_path)
     assert newest == records[-1]
     # one step took 20 s, so three are left at that pace
-    assert describe({**newest, "t0": 100.0}, now=120.0) == "rl step 1/4, ETA 1m00s"
+    assert describe({**newest, "t0": 100.0, "t": 120.0}, now=120.0) == "rl step 1/4, ETA 1m00s"
     assert describe({**newest, "done": 4, "t0": 100.0}, now=120.0) == "rl step 4/4"  # finished: no ETA
     assert describe(None) == "" and latest(tmp_path / "nowhere") is None
+
+
+def test_a_phase_nobody_started_is_paced_from_its_first_record(tmp_path, monkeypatch):
+    clock = iter([100.0, 160.0])  # step 1 reported after minutes of set-up, step 2 a minute later
+    monkeypatch.setattr("chorus.tracking.progress.time.time", lambda: next(clock))
+    progress = Progress(tmp_path)
+    progress.update("sft step", 1, 5)
+    progress.update("sft step", 2, 5)
+    # 3 steps left at 60 s each when step 2 was recorded; 30 s have passed since
+    assert describe(latest(tmp_path), now=190.0) == "sft step 2/5, ETA 2m30s"
+    assert describe(latest(tmp_path) | {"done": 1, "t": 100.0}, now=100.0) == "sft step 1/5, ETA ?"
 
 
 def test_a_torn_last_line_falls_back_to_the_previous_record(tmp_path):

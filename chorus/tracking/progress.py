@@ -38,24 +38,32 @@ class Progress:
 
     def __init__(self, out: str | Path | None):
         self.path = Path(out) / PROGRESS if out else None
-        self.started: dict[str, float] = {}
+        self.started: dict[str, tuple[float, int]] = {}  # phase -> (when its clock started, units done then)
 
     def start(self, phase: str, total: int) -> None:
-        self.started[phase] = time.time()
+        self.started[phase] = (time.time(), 0)
         self.update(phase, 0, total)
 
     def update(self, phase: str, done: int, total: int) -> None:
+        """Record `done` of `total`. A phase nobody start()ed is timed from its first record, and its
+        pace counts only the units finished since (a step reported after minutes of data building
+        says nothing about the pace of the next steps)."""
         now = time.time()
-        start = self.started.setdefault(phase, now)
+        t0, d0 = self.started.setdefault(phase, (now, done))
         if self.path:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a") as f:
-                f.write(json.dumps({"phase": phase, "done": done, "total": total, "t": now, "t0": start}) + "\n")
+                f.write(json.dumps({"phase": phase, "done": done, "total": total, "t": now, "t0": t0, "d0": d0})
+                        + "\n")
         if done:
-            log.info("%s %d/%d, ETA %s", phase, done, total, format_duration(eta_seconds(done, total, now - start)))
+            eta = eta_seconds(done - d0, total - d0, now - t0)
+            log.info("%s %d/%d, ETA %s", phase, done, total, format_duration(eta))
 
     def callback(self, phase: str):
-        """A `(done, total)` callable for loops that report their own counts."""
+        """A `(done, total)` callable for a loop that starts now and reports its own counts. The
+        phase's clock starts here, so the first report's ETA counts the time its first unit took
+        (and a phase repeated under the same name, e.g. per OPD step, is timed afresh)."""
+        self.started[phase] = (time.time(), 0)
         return lambda done, total: self.update(phase, done, total)
 
 
@@ -81,6 +89,8 @@ def describe(record: dict | None, now: float | None = None) -> str:
     if not record:
         return ""
     now = time.time() if now is None else now
-    eta = eta_seconds(record["done"], record["total"], now - record["t0"])
+    d0 = record.get("d0", 0)
+    at_record = eta_seconds(record["done"] - d0, record["total"] - d0, record["t"] - record["t0"])
+    eta = None if at_record is None else max(0.0, at_record - (now - record["t"]))  # counting down since
     left = f", ETA {format_duration(eta)}" if record["done"] and record["done"] < record["total"] else ""
     return f"{record['phase']} {record['done']}/{record['total']}{left}"
