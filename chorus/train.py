@@ -17,6 +17,7 @@ settings it would not use (e.g. trainer for job=sft) and keys the schema does no
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -26,7 +27,8 @@ from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from .config_schema import CONF_DIR, register_configs
+from .config_schema import CONF_DIR, TrainConf, register_configs
+from .job_context import JobContext
 from .job_settings import MERGE_OPTIONS, check_settings
 from .sim.config import sim_config
 from .stimulus.formats import get_format
@@ -47,29 +49,27 @@ def sft_inputs(c: dict) -> dict:
 
     stage = c["sft_stage"]
     check_stage(stage["name"])
-    init = None if stage["checkpoint"] else resolve_init(stage, c["model"], c["runs_dir"])
+    init = None if stage["checkpoint"] else resolve_init(stage["init"], c["model"], c["runs_dir"])
     return {"init": init, "eval_tasks": rl_task_sets(c["rl"], only="eval_tasks")[0] if stage["evaluate"] else None}
 
 
-def reporting(mirror, progress: Progress, phase: str, total: int):
-    """A job's per-step callback: the W&B copy and the run's progress.jsonl (with an ETA in the log)."""
+def reporting(ctx: JobContext, mirror, phase: str, total: int) -> JobContext:
+    """`ctx` with the job's per-step callback: the W&B copy and the run's progress.jsonl (with an
+    ETA in the log)."""
     def on_step(step: int, scalars: dict) -> None:
         mirror.log_step(step, scalars)
-        progress.update(phase, step, total)
-    return on_step
+        ctx.progress.update(phase, step, total)
+    return dataclasses.replace(ctx, on_step=on_step)
 
 
-def sft(c: dict, inputs: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
-    from .rl.run import eval_sampling, evaluate_checkpoint
+def sft(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
+    from .rl.run import evaluate_checkpoint
     from .sft.stages import run_stage
 
-    stage, r = c["sft_stage"], c["rl"]
-    on_step = reporting(mirror, Progress(out), "sft step", stage["steps"])
-    info = run_stage(stage, inputs["init"], fmt, sim, out, seed=c["seed"], workers=workers, on_step=on_step)
-    if stage["evaluate"]:  # the stage on the experts' held-out tasks, so stages and experts compare
-        summary = evaluate_checkpoint(info["checkpoint"], inputs["eval_tasks"], fmt, r["eval_samples"],
-                                      eval_sampling(r, c["seed"]), sim, out, workers, r["max_prompt_tokens"],
-                                      meta={**metadata(c, "sft"), **info})
+    stage = conf.sft_stage
+    info = run_stage(stage, inputs["init"], reporting(ctx, mirror, "sft step", stage.steps))
+    if stage.evaluate:  # the stage on the experts' held-out tasks, so stages and experts compare
+        summary = evaluate_checkpoint(info["checkpoint"], inputs["eval_tasks"], conf.rl, ctx, meta=info)
         info.update(pass_rate=summary["pass_rate"], mean_overall=summary["mean_overall"])
     return info
 
@@ -78,22 +78,19 @@ def rl_inputs(c: dict) -> dict:
     from .sft.stages import stage_init_checkpoint
 
     tasks, eval_tasks = rl_task_sets(c["rl"])
-    return {"init": stage_init_checkpoint(c["sft_stage"], c["runs_dir"]), "tasks": tasks, "eval_tasks": eval_tasks}
+    stage = c["sft_stage"]
+    init = stage_init_checkpoint(stage["name"], stage["checkpoint"], c["runs_dir"])
+    return {"init": init, "tasks": tasks, "eval_tasks": eval_tasks}
 
 
-def rl(c: dict, inputs: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
+def rl(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     from .rl.algos import get_algo
     from .rl.run import train_rl
 
-    algo_cfg = dict(c["rl_algo"])
-    algo = get_algo(algo_cfg.pop("name"), **algo_cfg)
-    return train_rl(inputs["init"], out, algo, c["rl"], inputs["tasks"], inputs["eval_tasks"], fmt, sim,
-                    c["trainer"], workers=workers, seed=c["seed"], dtype=c["model"]["dtype"],
-                    meta=metadata(c, "rl"), log_step=reporting(mirror, Progress(out), "rl step", c["rl"]["steps"]))
-
-
-def merge_options(cons: dict) -> dict:
-    return {k: cons[k] for k in MERGE_OPTIONS[cons["name"]]}
+    settings = dataclasses.asdict(conf.rl_algo)
+    algo = get_algo(settings.pop("name"), **settings)
+    return train_rl(inputs["init"], algo, inputs["tasks"], inputs["eval_tasks"],
+                    reporting(ctx, mirror, "rl step", conf.rl.steps), rl=conf.rl, trainer=conf.trainer)
 
 
 def consolidation_inputs(c: dict) -> dict:
@@ -109,29 +106,31 @@ def consolidation_inputs(c: dict) -> dict:
         if cons["name"] != "soup" and not (base and (Path(base) / "config.json").exists()):
             raise ValueError(f"teacher_pool.base={base} has no checkpoint; {cons['name']} takes task vectors "
                              "against the SFT init: train sft/stage0 first or point teacher_pool.base at it")
-        check_merge(cons["name"], experts, base, cons["weights"], merge_options(cons))
+        check_merge(cons["name"], experts, base, cons["weights"], {k: cons[k] for k in MERGE_OPTIONS[cons["name"]]})
     elif cons["student"] == "soup":
         check_merge("soup", experts, weights=cons["weights"])
     tasks, eval_tasks = rl_task_sets(c["rl"])
     return {"teachers": teachers, "tasks": tasks, "eval_tasks": eval_tasks}
 
 
-def consolidate(c: dict, inputs: dict, out: Path, fmt: str, sim, workers, mirror) -> dict:
+def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     from .merge.run import merge_and_evaluate
     from .opd.run import resolve_student, train_opd
-    from .rl.run import eval_sampling
 
-    cons, pool, r, teachers = c["consolidation"], c["teacher_pool"], c["rl"], inputs["teachers"]
-    method, meta = cons["name"], metadata(c, "consolidation")
-    if method in MERGE_OPTIONS:
-        options = {"weights": cons["weights"], "seed": cons["seed"], **merge_options(cons)}
-        return merge_and_evaluate(method, [t.checkpoint for t in teachers], pool["base"], out, options,
-                                  inputs["eval_tasks"], fmt, sim, r["eval_samples"], eval_sampling(r, c["seed"]),
-                                  workers, r["max_prompt_tokens"], meta)
-    student = resolve_student(cons["student"], teachers, c["runs_dir"], out, cons["weights"])
-    return train_opd(student, out, teachers, cons, r, inputs["tasks"], inputs["eval_tasks"], fmt, sim, c["trainer"],
-                     pool["missing"], pool["online_samples"], workers, c["seed"], c["model"]["dtype"], meta,
-                     log_step=reporting(mirror, Progress(out), "opd step", r["steps"]))
+    cons, pool = conf.consolidation, conf.teacher_pool
+    if cons.name in MERGE_OPTIONS:
+        return merge_and_evaluate(cons, pool, inputs["eval_tasks"], conf.rl, ctx)
+    student = resolve_student(cons.student, inputs["teachers"], conf.runs_dir, ctx.out, cons.weights)
+    return train_opd(student, pool, inputs["tasks"], inputs["eval_tasks"],
+                     reporting(ctx, mirror, "opd step", conf.rl.steps), opd=cons, rl=conf.rl, trainer=conf.trainer)
+
+
+def job_dtype(job: str, conf: TrainConf) -> str:
+    """What the job loads models in: model.dtype for the on-policy jobs (rl, opd). SFT trains and
+    evaluates in float32 (it does not read model.dtype, job_settings._sft); merges keep their float32
+    evaluation, since model.dtype there would change a bf16 pool's scores against earlier runs."""
+    on_policy = job == "rl" or (job == "consolidation" and conf.consolidation.name == "opd")
+    return conf.model.dtype if on_policy else "float32"
 
 
 def auto_job(c: dict) -> str:
@@ -204,10 +203,13 @@ def main(cfg: DictConfig) -> None:
         check_reuse(out, record)
         prepare, run = JOBS[job]
         inputs = prepare(c)
+        conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
+        ctx = JobContext(out, fmt, sim, workers=workers, seed=conf.seed, dtype=job_dtype(job, conf),
+                         meta=metadata(c, job), progress=Progress(out))
         write_record(out, {**record, "overrides": overrides})
         copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
         with open_mirror(c["logger"], c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job) as mirror:
-            info = run(c, inputs, out, fmt, sim, workers, mirror)
+            info = run(conf, inputs, ctx, mirror)
             mirror.log_result(out)
     except (TaskFormatError, ValueError, OSError) as exc:
         print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)

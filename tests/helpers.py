@@ -35,16 +35,23 @@ endmodule
 
 
 PROMPT = 1200  # ports-only prompts: a tiny model cannot use the RTL, and short prompts keep steps fast
-CPU = {"accelerator": "cpu", "devices": 1, "num_nodes": 1, "strategy": "auto", "precision": "32-true"}
 
 
-def rl_settings(**over) -> dict:
-    """The `rl` config node of a tiny run: 2 steps, 2 prompts x 4 samples, short answers."""
-    base = dict(steps=2, prompts_per_step=2, group_size=4, micro_batch=3, lr=1e-3, weight_decay=0.0, warmup_steps=1,
-                grad_clip=1.0, max_new_tokens=96, temperature=1.0, max_prompt_tokens=PROMPT, engine="hf", lora=None,
-                reward={"compile_penalty": 0.0, "empty_penalty": -0.1, "pass_bonus": 0.0}, eval_every=0,
-                eval_samples=1, save_every=1, resume=True)
-    return {**base, **over}
+def rl_settings(**over):
+    """The `rl` settings of a tiny run: 2 steps, 2 prompts x 4 samples, short answers (the rest, e.g.
+    rl.reward and rl.engine=hf, are RLConf's defaults)."""
+    from chorus.config_schema import RLConf
+
+    base = dict(steps=2, prompts_per_step=2, group_size=4, micro_batch=3, lr=1e-3, warmup_steps=1, max_new_tokens=96,
+                max_prompt_tokens=PROMPT, eval_every=0, eval_samples=1, save_every=1)
+    return RLConf(**{**base, **over})
+
+
+def context(out, sim, **over):
+    """A job's shared settings as the tests run them: vectors, 2 simulation workers, seed 0."""
+    from chorus.job_context import JobContext
+
+    return JobContext(Path(out), "vectors", sim, **{"workers": 2, **over})
 
 
 def weights(path) -> dict:

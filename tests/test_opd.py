@@ -6,12 +6,15 @@ import shutil
 import pytest
 import torch
 
+from chorus.config_schema import ConsolidationConf, TeacherPoolConf
+from chorus.modes import Divergence, OPDMode
 from chorus.opd.losses import generalized_jsd, pg_advantages, reverse_kl
 from chorus.opd.routing import route
 from chorus.rl.losses import clipped_pg_loss
 from chorus.opd.run import train_opd
 from chorus.opd.teachers import Teacher, TeacherRewards
-from helpers import CPU, lines, rl_settings, weights
+from chorus.tracking.progress import Progress
+from helpers import context, lines, rl_settings, weights
 
 
 def test_route_picks_the_best_teacher_only_when_it_beats_the_student_by_the_margin():
@@ -96,14 +99,16 @@ def pool(sft_xs, tiny_xs, rl_tasks, tmp_path_factory):
     return teachers + [Teacher("random", str(tiny_xs), "online")]
 
 
-OPD = {"margin": 0.0, "mode": "pg", "divergence": "reverse_kl", "beta": 0.5, "teachers_in_memory": False}
+OPD = ConsolidationConf(name="opd", teachers_in_memory=False)  # mode pg, margin 0: the schema's defaults
 
 
-@pytest.mark.parametrize("opd", [OPD, {**OPD, "mode": "direct", "divergence": "jsd", "teachers_in_memory": True}])
+@pytest.mark.parametrize("opd", [OPD, ConsolidationConf(name="opd", mode=OPDMode.direct, divergence=Divergence.jsd,
+                                                        teachers_in_memory=True)])
 def test_tiny_opd_routes_to_the_better_teacher_and_updates_the_student(opd, pool, tiny_xs, rl_tasks, eval_tasks,
                                                                         sim, tmp_path):
-    info = train_opd(str(tiny_xs), tmp_path, pool, opd, rl_settings(steps=1, prompts_per_step=3, group_size=2),
-                     rl_tasks, eval_tasks[:1], "vectors", sim, CPU, online_samples=2, workers=2)
+    info = train_opd(str(tiny_xs), TeacherPoolConf(teachers=pool, online_samples=2), rl_tasks, eval_tasks[:1],
+                     context(tmp_path, sim, progress=Progress(tmp_path)), opd=opd,
+                     rl=rl_settings(steps=1, prompts_per_step=3, group_size=2))
     decisions = lines(tmp_path / "decisions.jsonl")
     assert len(decisions) == 3 and {d["step"] for d in decisions} == {1}
     index = {t.id: i for i, t in enumerate(rl_tasks)}
@@ -123,6 +128,10 @@ def test_tiny_opd_routes_to_the_better_teacher_and_updates_the_student(opd, pool
     estimated = lines(tmp_path / "teacher_rewards.jsonl")  # only the online teacher, once per drawn task
     assert sorted(r["task_id"] for r in estimated) == sorted(d["task_id"] for d in decisions)
     assert {r["teacher"] for r in estimated} == {"random"}
+    # the online estimate is a progress phase of its own: 2 samples for each of the 3 drawn tasks
+    counts = [(p["done"], p["total"]) for p in lines(tmp_path / "progress.jsonl")
+              if p["phase"] == "teacher rewards random"]
+    assert counts[0] == (0, 6) and counts[-1] == (6, 6)
     assert (tmp_path / "per_task.parquet").exists()
 
 
@@ -149,8 +158,8 @@ def test_a_teacher_identical_to_the_student_is_at_zero_kl_at_the_sampling_temper
     (table / "per_task.jsonl").write_text("".join(json.dumps({"task_id": t.id, "overall": 100.0}) + "\n"
                                                   for t in rl_tasks))
     teacher = Teacher("self", str(sft_xs), "table", str(table))
-    train_opd(str(sft_xs), tmp_path / "run", [teacher], OPD, rl_settings(steps=1, prompts_per_step=2, group_size=2,
-                                                                           temperature=0.5, lr=0.0),
-              rl_tasks, eval_tasks[:1], "vectors", sim, CPU, workers=2)
+    train_opd(str(sft_xs), TeacherPoolConf(teachers=[teacher]), rl_tasks, eval_tasks[:1],
+              context(tmp_path / "run", sim), opd=OPD,
+              rl=rl_settings(steps=1, prompts_per_step=2, group_size=2, temperature=0.5, lr=0.0))
     step = lines(tmp_path / "run/steps.jsonl")[0]
     assert step["route_self"] == 2 and abs(step["kl_self"]) < 1e-3

@@ -5,20 +5,25 @@ import pandas as pd
 import pytest
 import torch
 
+from chorus.config_schema import LoraConf
 from chorus.rl.algos import get_algo
 from chorus.rl.rollouts import collect
 from chorus.rl.run import Objective, train_rl
-from helpers import CPU, PROMPT, lines, rl_settings, weights
+from chorus.tracking.progress import Progress
+from helpers import PROMPT, context, lines, rl_settings, weights
 
-def run(init, out, name="dapo", eval_tasks=(), rl_tasks=(), sim=None, algo=None, objective=Objective(), **over):
+
+def run(init, out, name="dapo", eval_tasks=(), rl_tasks=(), sim=None, algo=None, objective=Objective(),
+        progress=None, **over):
     a = get_algo(name, overlong_buffer=over.pop("overlong_buffer", 32), **(algo or {}))
-    return train_rl(str(init), out, a, rl_settings(**over), rl_tasks, eval_tasks, "vectors", sim, CPU, workers=2,
-                    objective=objective)
+    ctx = context(out, sim, **({"progress": progress} if progress else {}))
+    return train_rl(str(init), a, rl_tasks, eval_tasks, ctx, rl=rl_settings(**over), objective=objective)
 
 
 def test_tiny_dapo_run_changes_every_trainable_parameter_and_writes_per_task_coverage(
         sft_xs, rl_tasks, eval_tasks, sim, tmp_path):
-    info = run(sft_xs, tmp_path, eval_every=1, rl_tasks=rl_tasks, eval_tasks=eval_tasks, sim=sim)
+    info = run(sft_xs, tmp_path, eval_every=1, rl_tasks=rl_tasks, eval_tasks=eval_tasks, sim=sim,
+               progress=Progress(tmp_path))
     before, after = weights(sft_xs), weights(tmp_path / "hf")
     assert before.keys() == after.keys()
     unchanged = [k for k in before if torch.equal(before[k], after[k])]
@@ -41,6 +46,11 @@ def test_tiny_dapo_run_changes_every_trainable_parameter_and_writes_per_task_cov
     assert list(pd.read_csv(next((tmp_path / "lightning").rglob("metrics.csv")))["train/reward_mean"].dropna())
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_tasks"] == 3 and summary["steps"] == 2 and summary["init"] == str(sft_xs)
+    # both held-out evaluations report progress, from 0 to every sample generated
+    progress = lines(tmp_path / "progress.jsonl")
+    for phase in ("held-out evaluation at step 1", "held-out evaluation"):
+        done = [(p["done"], p["total"]) for p in progress if p["phase"] == phase]
+        assert done[0] == (0, 3) and done[-1] == (3, 3), phase
 
 
 def test_killed_run_resumes_to_the_straight_runs_step_data_position_and_weights(
@@ -79,7 +89,7 @@ def test_resuming_with_a_different_model_names_the_fix(sft_xs, tiny_xs, rl_tasks
 
 def test_grpo_with_lora_and_k3_kl_trains_only_the_adapter(sft_xs, rl_tasks, sim, tmp_path):
     run(sft_xs, tmp_path, "grpo", steps=1, overlong_buffer=96, algo={"kl_coef": 0.1},
-        lora={"r": 4, "alpha": 8}, rl_tasks=rl_tasks, eval_tasks=[], sim=sim)
+        lora=LoraConf(r=4, alpha=8), rl_tasks=rl_tasks, eval_tasks=[], sim=sim)
     before, after = weights(sft_xs), weights(tmp_path / "hf")
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all(any(m in k for m in ("q_proj", "k_proj", "v_proj", "o_proj")) for k in changed)
@@ -107,7 +117,9 @@ def test_train_cli_job_rl_writes_the_expert_where_the_next_issue_looks(sft_xs, t
     (expert,) = (tmp_path / "rl/dapo").glob("stage1-*")  # the stage's dir + the hash of the non-default settings
     record = json.loads((expert / "run.json").read_text())
     assert record["changed"]["rl.steps"] == 1 and record["identity"]["sft_stage.checkpoint"] == str(sft_xs)
-    assert [json.loads(line)["done"] for line in (expert / "progress.jsonl").read_text().splitlines()] == [1]
+    progress = [json.loads(line) for line in (expert / "progress.jsonl").read_text().splitlines()]
+    assert [p["done"] for p in progress if p["phase"] == "rl step"] == [1]
+    assert [progress[-1][k] for k in ("phase", "done", "total")] == ["held-out evaluation", 1, 1]
     assert info["checkpoint"] == str(expert / "hf") and info["sft_stage"] == "stage1" and info["rl_algo"] == "dapo"
     assert (expert / "hf/config.json").exists() and len(pd.read_parquet(expert / "per_task.parquet")) == 1
     assert "step 1/1 reward" in p.stderr + p.stdout

@@ -6,21 +6,26 @@ import sys
 
 import pytest
 
+from chorus.config_schema import SFTStageConf, StageTasksConf
+from chorus.modes import Difficulty, SFTKind
 from chorus.sft.stages import resolve_init, run_stage
+from chorus.tracking.progress import Progress
+from helpers import context, lines
 
-STAGE = {"tasks": {"difficulty": "easy", "per_family": 1, "seed": 0, "families": ["counter"]},
-         "kinds": ["validated", "repair"], "min_coverage": 80.0, "prioritised": False, "steps": 3,
-         "batch_size": 2, "lr": 1e-3, "warmup_steps": 1, "max_tokens": 4096, "max_new_tokens": 16,
-         "max_prompt_tokens": 3072, "checkpoint": None}
+
+def stage_conf(name: str, **over) -> SFTStageConf:
+    """A 3-step stage on one easy counter design (the rest: SFTStageConf's defaults)."""
+    tasks = StageTasksConf(difficulty=Difficulty.easy, per_family=1, seed=0, families=["counter"])
+    return SFTStageConf(name=name, tasks=tasks, kinds=[SFTKind.validated, SFTKind.repair], steps=3, batch_size=2,
+                        warmup_steps=1, max_new_tokens=16, **over)
 
 
 def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim_cfg):
     model = {"name": "hf", "path": str(tiny_xs)}
 
     def stage(name: str, init: str | None, **extra) -> dict:
-        cfg = {**STAGE, "name": name, "init": init, **extra}
-        return run_stage(cfg, resolve_init(cfg, model, tmp_path), "vectors", sim_cfg, tmp_path / "sft" / name,
-                         workers=2)
+        cfg, out = stage_conf(name, init=init, **extra), tmp_path / "sft" / name
+        return run_stage(cfg, resolve_init(cfg.init, model, tmp_path), context(out, sim_cfg, progress=Progress(out)))
 
     s0 = stage("stage0", None)
     assert s0["init"] == str(tiny_xs) and (tmp_path / "sft/stage0/hf/config.json").exists()
@@ -28,10 +33,15 @@ def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim
     assert s1["init"] == s0["checkpoint"]
     s2 = stage("stage2", str(tmp_path / "sft/stage1/hf"), prioritised=True)  # by path, as the pipeline wires it
     assert s2["init"] == s1["checkpoint"] and s2["examples"] == 6  # steps x batch drawn by priority
+    # the prioritised stage's long phases report progress up to their totals
+    progress = lines(tmp_path / "sft/stage2/progress.jsonl")
+    for phase in ("sft data", "current coverage"):
+        counts = [(p["done"], p["total"]) for p in progress if p["phase"] == phase]
+        assert counts[0][0] == 0 and counts[-1][0] == counts[-1][1] > 0, phase
     with pytest.raises(ValueError, match="neither a stage"):
-        resolve_init({**STAGE, "name": "stage1", "init": str(tmp_path / "nowhere")}, model, tmp_path)
-    ext = run_stage({**STAGE, "name": "stage1", "init": "stage0", "checkpoint": str(tiny_xs)}, None, "vectors",
-                    sim_cfg, tmp_path / "other/sft/stage1")
+        resolve_init(str(tmp_path / "nowhere"), model, tmp_path)
+    ext = run_stage(stage_conf("stage1", init="stage0", checkpoint=str(tiny_xs)), None,
+                    context(tmp_path / "other/sft/stage1", sim_cfg))
     assert ext == {"stage": "stage1", "checkpoint": str(tiny_xs), "external": True}
     assert json.loads((tmp_path / "other/sft/stage1/stage.json").read_text())["external"]
 

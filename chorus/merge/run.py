@@ -1,18 +1,23 @@
 """Merge a teacher pool into one checkpoint and evaluate it like any run."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..policy.engines import SamplingParams
+from ..config_schema import ConsolidationConf, RLConf, TeacherPoolConf
+from ..job_context import JobContext
+from ..job_settings import MERGE_OPTIONS
 from ..rl.run import evaluate_checkpoint
-from ..sim import SimConfig
 from .stream import merge_checkpoints
 
 
-def merge_and_evaluate(method: str, experts: list[str], base: str | None, out_dir: str | Path, options: dict,
-                       eval_tasks, fmt: str, sim: SimConfig, eval_samples: int, params: SamplingParams,
-                       workers: int | None = None, max_prompt_tokens: int = 3072, meta: dict | None = None) -> dict:
-    out = Path(out_dir)
-    info = merge_checkpoints(method, experts, out / "hf", base=base, **options)
-    return evaluate_checkpoint(info["checkpoint"], eval_tasks, fmt, eval_samples, params, sim, out, workers,
-                               max_prompt_tokens, meta={**(meta or {}), **info})
+def merge_options(cons: ConsolidationConf) -> dict:
+    """What merge_checkpoints takes besides the checkpoints: the weights, the drop masks' seed and
+    the method's own options (job_settings.MERGE_OPTIONS: the ones a merge job reads)."""
+    return {"weights": cons.weights, "seed": cons.seed, **{k: getattr(cons, k) for k in MERGE_OPTIONS[cons.name]}}
+
+
+def merge_and_evaluate(cons: ConsolidationConf, pool: TeacherPoolConf, eval_tasks, rl: RLConf,
+                       ctx: JobContext) -> dict:
+    """Merge the pool's experts with cons.name (task vectors against pool.base) into <run dir>/hf and
+    evaluate the result on the held-out tasks as rl.eval_* says."""
+    info = merge_checkpoints(cons.name, [t.checkpoint for t in pool.teachers], ctx.out / "hf", base=pool.base,
+                             **merge_options(cons))
+    return evaluate_checkpoint(info["checkpoint"], eval_tasks, rl, ctx, meta=info)

@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import torch
 
+from ..config_schema import ConsolidationConf
 from ..rl.losses import clipped_pg_loss
 from ..rl.module import RLModule
 from .losses import DIVERGENCES, pg_advantages
 
 
 class OPDModule(RLModule):
-    def __init__(self, *args, mode: str = "pg", divergence: str = "reverse_kl", beta: float = 0.5, teachers=None,
-                 **kwargs):
+    """RLModule's arguments, plus `opd` (consolidation.mode, divergence, beta) and the teachers'
+    models (opd/rollouts.TeacherModels), which mode=direct runs in the update."""
+
+    def __init__(self, *args, opd: ConsolidationConf, teachers=None, **kwargs):
         super().__init__(*args, **kwargs)
-        if mode not in ("pg", "direct"):
-            raise ValueError(f"unknown opd.mode {mode!r}; use pg or direct")
-        if divergence not in DIVERGENCES:
-            raise ValueError(f"unknown opd.divergence {divergence!r}; use one of {sorted(DIVERGENCES)}")
-        self.mode, self.divergence, self.beta, self.teachers = mode, divergence, beta, teachers
+        # The schema's enums refuse bad values at composition; a library caller may pass plain strings.
+        if opd.mode not in ("pg", "direct"):
+            raise ValueError(f"unknown opd.mode {opd.mode!r}; use pg or direct")
+        if opd.divergence not in DIVERGENCES:
+            raise ValueError(f"unknown opd.divergence {opd.divergence!r}; use one of {sorted(DIVERGENCES)}")
+        self.mode, self.divergence, self.beta, self.teachers = opd.mode, opd.divergence, opd.beta, teachers
 
     def micro_loss(self, b, sl: slice, ids, attn, mask, logits, logp, normalizer: float):
         t_logp = b.teacher_logprobs[sl].to(self.device)

@@ -1,35 +1,40 @@
 """Run adaptive multi-teacher OPD: the RL runner's loop with OPD's rollout and objective."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from pathlib import Path
 
+from ..config_schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
+from ..job_context import JobContext
 from ..policy.engines import SamplingParams
 from ..policy.models import load_model
 from ..rl.algos import OPD_ALGO
-from ..rl.rewards import RewardConfig, reward
+from ..rl.rewards import reward
 from ..rl.run import Objective, train_rl
-from ..sim import SimConfig
 from .module import OPDModule
 from .rollouts import TeacherModels, collect_opd
 from .teachers import Teacher, TeacherRewards, check_teachers
 
 
-def online_estimator(fmt: str, sim: SimConfig, rl: dict, samples: int, workers: int | None, dtype: str, seed: int):
-    """K teacher samples per task, scored like the student's: the online teacher reward."""
+def online_estimator(rl: RLConf, samples: int, ctx: JobContext):
+    """K teacher samples per task at the training sampling settings, scored like the student's:
+    the online teacher reward. Each estimate is a `teacher rewards <name>` progress phase."""
     from ..policy.engines import HFEngine
     from ..protocol.direct import run_direct
 
     def estimate(teacher: Teacher, tasks) -> dict[str, float]:
-        model, tok = load_model("hf", path=teacher.checkpoint, dtype=dtype)
-        rows = run_direct(tasks, HFEngine(model, tok), tok, fmt, samples,
-                          SamplingParams(max_new_tokens=rl["max_new_tokens"], temperature=rl["temperature"], seed=seed),
-                          sim, workers=workers, max_prompt_tokens=rl["max_prompt_tokens"], progress=False)
-        cfg = RewardConfig(**rl["reward"])
+        phase = f"teacher rewards {teacher.name}"
+        ctx.progress.start(phase, len(tasks) * samples)
+        model, tok = load_model("hf", path=teacher.checkpoint, dtype=ctx.dtype)
+        rows = run_direct(tasks, HFEngine(model, tok), tok, ctx.fmt, samples,
+                          SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=ctx.seed),
+                          ctx.sim, workers=ctx.workers, max_prompt_tokens=rl.max_prompt_tokens, progress=False,
+                          on_progress=ctx.progress.callback(phase))
         by_task: dict[str, list[float]] = {}
         for r in rows:
-            value = reward(r["status"], r["overall"], r["passed"], cfg)
+            value = reward(r["status"], r["overall"], r["passed"], rl.reward)
             if value is not None:
                 by_task.setdefault(r["task_id"], []).append(value)
         return {t.id: (sum(by_task[t.id]) / len(by_task[t.id]) if by_task.get(t.id) else None) for t in tasks}
@@ -42,27 +47,23 @@ def log_decisions(out: Path, step: int, batch) -> None:
             f.write(json.dumps({"step": step, **d}) + "\n")
 
 
-def train_opd(student: str, out_dir: str | Path, teachers: list[Teacher], opd: dict, rl: dict, tasks, eval_tasks,
-              fmt: str, sim: SimConfig, trainer: dict, missing: str = "error", online_samples: int = 4,
-              workers: int | None = None, seed: int = 0, dtype: str = "float32", meta: dict | None = None,
-              log_step=None) -> dict:
-    """Distil the teachers into `student` on its own samples, task by task where a teacher wins."""
+def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobContext, *, opd: ConsolidationConf,
+              rl: RLConf, trainer: TrainerConf | None = None) -> dict:
+    """Distil the pool's teachers into `student` on its own samples, task by task where a teacher wins
+    (by more than opd.margin); teachers without a reward table are estimated online (pool.online_samples)."""
+    teachers = list(pool.teachers)
     check_teachers(teachers)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    rewards = TeacherRewards(teachers, [t.id for t in tasks], missing,
-                             online_estimator(fmt, sim, rl, online_samples, workers, dtype, seed),
-                             cache=out / "teacher_rewards.jsonl")
-    models = TeacherModels(teachers, keep_in_memory=opd["teachers_in_memory"] or opd["mode"] == "direct",
-                           dtype=dtype)
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    rewards = TeacherRewards(teachers, [t.id for t in tasks], pool.missing,
+                             online_estimator(rl, pool.online_samples, ctx), cache=ctx.out / "teacher_rewards.jsonl")
+    models = TeacherModels(teachers, keep_in_memory=opd.teachers_in_memory or opd.mode == "direct", dtype=ctx.dtype)
     order = [t.name for t in teachers]
-    collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd["margin"],
-                                micro_batch=rl["micro_batch"])
-    module = functools.partial(OPDModule, mode=opd["mode"], divergence=opd["divergence"], beta=opd["beta"],
-                               teachers=models)
-    return train_rl(student, out, OPD_ALGO, rl, tasks, eval_tasks, fmt, sim, trainer, workers=workers, seed=seed,
-                    dtype=dtype, meta={**(meta or {}), "teachers": order},
-                    objective=Objective(collect=collect, module=module, log_batch=log_decisions), log_step=log_step)
+    collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
+                                micro_batch=rl.micro_batch)
+    module = functools.partial(OPDModule, opd=opd, teachers=models)
+    ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order})
+    return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer,
+                    objective=Objective(collect=collect, module=module, log_batch=log_decisions))
 
 
 def resolve_student(choice: str, teachers: list[Teacher], runs_dir: str | Path, out: Path,

@@ -5,38 +5,42 @@ clips through `self.clip_gradients` and takes one optimizer step."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import lightning as L
 import torch
 
+from ..config_schema import RLConf
 from .algos import RLAlgo
 from .losses import clipped_pg_loss, k3_kl, step_normalizer, token_logprobs
 from .rollouts import RolloutBatch
 
 
+@dataclass
+class Hooks:
+    """What the runner plugs into the module: the module owns the update, the runner the data."""
+    rollout: Callable[[int], RolloutBatch]  # global step -> the step's batch (generation + simulation)
+    state: Callable[[], dict] | None = None  # the data position, saved in each checkpoint
+    restore: Callable[[dict], None] | None = None  # ... and restored on resume
+    on_step: Callable[[int, RolloutBatch, dict], None] | None = None  # after each update, on rank 0
+    sync_weights: Callable[[torch.nn.Module], None] | None = None  # a separate engine (vLLM) gets new weights
+
+
 class RLModule(L.LightningModule):
-    def __init__(self, model, rollout: Callable[[int], RolloutBatch], algo: RLAlgo, identity: dict,
-                 lr: float = 2e-4, weight_decay: float = 0.0, warmup_steps: int = 2, total_steps: int = 30,
-                 micro_batch: int = 8, grad_clip: float = 1.0, temperature: float = 1.0, max_new_tokens: int = 256,
-                 ref_model=None, state: Callable[[], dict] | None = None, restore: Callable[[dict], None] | None = None,
-                 on_step: Callable[[int, RolloutBatch, dict], None] | None = None,
-                 sync_weights: Callable[[torch.nn.Module], None] | None = None):
+    """`rl` gives the update's settings (lr, weight_decay, warmup_steps, micro_batch, grad_clip,
+    temperature, max_new_tokens); `identity` is what a resumed checkpoint must match."""
+
+    def __init__(self, model, algo: RLAlgo, rl: RLConf, hooks: Hooks, identity: dict, ref_model=None):
         super().__init__()
         self.automatic_optimization = False
         self.model, self.ref_model = model, ref_model
-        self.rollout_fn, self.algo, self.identity = rollout, algo, identity
-        self.lr, self.weight_decay = lr, weight_decay
-        self.warmup_steps, self.total_steps = warmup_steps, max(1, total_steps)
-        self.micro_batch, self.grad_clip = micro_batch, grad_clip
-        self.temperature, self.max_new_tokens = temperature, max_new_tokens
-        self.state_fn, self.restore_fn, self.on_step = state, restore, on_step
-        self.sync_weights = sync_weights  # a separate generation engine (vLLM) gets the new weights
+        self.algo, self.rl, self.hooks, self.identity = algo, rl, hooks, identity
         self.batch: RolloutBatch | None = None
 
     def on_train_batch_start(self, batch, batch_idx):
         self.model.eval()
-        self.batch = self.rollout_fn(self.global_step)
+        self.batch = self.hooks.rollout(self.global_step)
         self.model.train()
 
     def training_step(self, batch, batch_idx):
@@ -46,18 +50,18 @@ class RLModule(L.LightningModule):
         stats = self._backward(self.batch) if self.batch.input_ids.size(0) and self.batch.rows else {}
         if stats:
             stats["grad_norm"] = self._grad_norm()
-            self.clip_gradients(opt, gradient_clip_val=self.grad_clip, gradient_clip_algorithm="norm")
+            self.clip_gradients(opt, gradient_clip_val=self.rl.grad_clip, gradient_clip_algorithm="norm")
         # Without kept groups there are no gradients: the optimizer skips every parameter, but the
         # step still counts, so a run whose groups never vary still ends.
         opt.step()
         sched.step()
-        if self.sync_weights:
-            self.sync_weights(self.model)
+        if self.hooks.sync_weights:
+            self.hooks.sync_weights(self.model)
         stats.update(self.batch.stats, update_s=time.monotonic() - t0, lr=sched.get_last_lr()[0],
                      update_skipped=float(not self.batch.rows))
         self.log_dict({f"train/{k}": float(v) for k, v in stats.items()}, on_step=True, batch_size=1)
-        if self.on_step and self.trainer.is_global_zero:
-            self.on_step(self.global_step, self.batch, stats)
+        if self.hooks.on_step and self.trainer.is_global_zero:
+            self.hooks.on_step(self.global_step, self.batch, stats)
 
     def _backward(self, b: RolloutBatch) -> dict:
         mode = self.algo.aggregation
@@ -70,12 +74,12 @@ class RLModule(L.LightningModule):
         normalizer = float(counts) / world
         sums = {"loss": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0, "kl": 0.0}
         tokens = float(b.completion_mask.sum().clamp(min=1))
-        for start in range(0, b.input_ids.size(0), self.micro_batch):
-            sl = slice(start, start + self.micro_batch)
+        for start in range(0, b.input_ids.size(0), self.rl.micro_batch):
+            sl = slice(start, start + self.rl.micro_batch)
             ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
             mask = b.completion_mask[sl].to(self.device)
             logits = self.model(input_ids=ids, attention_mask=attn).logits
-            logp, entropy = token_logprobs(logits, ids, self.temperature, with_entropy=True)
+            logp, entropy = token_logprobs(logits, ids, self.rl.temperature, with_entropy=True)
             loss, st = self.micro_loss(b, sl, ids, attn, mask, logits, logp, normalizer)
             self.manual_backward(loss)
             n = float(mask.sum())
@@ -94,7 +98,7 @@ class RLModule(L.LightningModule):
         ref = self._ref_logprobs(ids, attn) if self.algo.needs_reference else None
         loss, st = clipped_pg_loss(logp, b.old_logprobs[sl].to(self.device), b.advantages[sl].to(self.device), mask,
                                    self.algo.eps_low, self.algo.eps_high, self.algo.aggregation, normalizer,
-                                   self.max_new_tokens, ref, self.algo.kl_coef)
+                                   self.rl.max_new_tokens, ref, self.algo.kl_coef)
         if ref is not None:
             st["kl_sum"] = float((k3_kl(logp.detach(), ref) * mask).sum())
         return loss, st
@@ -106,7 +110,7 @@ class RLModule(L.LightningModule):
         else:  # LoRA: the reference is the base model, i.e. the policy with its adapter off
             with self.model.disable_adapter():
                 logits = self.model(input_ids=ids, attention_mask=attn).logits
-        return token_logprobs(logits, ids, self.temperature)[0]
+        return token_logprobs(logits, ids, self.rl.temperature)[0]
 
     def _grad_norm(self) -> float:
         norms = [p.grad.detach().norm() for p in self.model.parameters() if p.grad is not None]
@@ -114,15 +118,15 @@ class RLModule(L.LightningModule):
 
     def configure_optimizers(self):
         params = [p for p in self.model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+        opt = torch.optim.AdamW(params, lr=self.rl.lr, weight_decay=self.rl.weight_decay)
 
         def schedule(step: int) -> float:  # linear warmup, then constant (RL runs are short and open-ended)
-            return min(1.0, (step + 1) / max(1, self.warmup_steps))
+            return min(1.0, (step + 1) / max(1, self.rl.warmup_steps))
 
         return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.LambdaLR(opt, schedule)}}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["chorus"] = {"identity": self.identity, "data": self.state_fn() if self.state_fn else {},
+        checkpoint["chorus"] = {"identity": self.identity, "data": self.hooks.state() if self.hooks.state else {},
                                 "torch_rng": torch.get_rng_state()}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -131,6 +135,6 @@ class RLModule(L.LightningModule):
             raise ValueError(f"the checkpoint was trained from {saved.get('identity')}, this run uses "
                              f"{self.identity}; resume with the same model (sft_stage, model, rl.lora) or set "
                              f"rl.resume=false to start over")
-        if self.restore_fn:
-            self.restore_fn(saved["data"])
+        if self.hooks.restore:
+            self.hooks.restore(saved["data"])
         torch.set_rng_state(saved["torch_rng"])

@@ -5,6 +5,7 @@ rollouts.jsonl (every trained sample), eval/step_N/ (periodic held-out tables), 
 policy) and per_task.{jsonl,parquet} + summary.json (the final held-out evaluation)."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -16,16 +17,16 @@ from typing import Callable
 import lightning as L
 import torch
 
+from ..config_schema import RLConf, TrainerConf
+from ..job_context import JobContext
 from ..policy.engines import SamplingParams, make_engine
 from ..policy.models import export_merged, load_model
 from ..protocol.direct import run_direct
-from ..sim import SimConfig
 from ..sim.pool import make_pool
 from ..tracking.run_dir import write_run
 from ..tracking.summary import summarize
 from .algos import RLAlgo
-from .module import RLModule
-from .rewards import RewardConfig
+from .module import Hooks, RLModule
 from .rollouts import RolloutSpec, collect
 from .task_sampler import TaskSampler
 
@@ -71,30 +72,33 @@ def _trim_logs(paths, step: int) -> None:
             p.write_text("".join(ln + "\n" for ln in keep))
 
 
-def evaluate_policy(engine, tokenizer, tasks, fmt: str, n_samples: int, params: SamplingParams, sim: SimConfig,
-                    out_dir: Path, workers: int | None = None, max_prompt_tokens: int = 3072,
-                    meta: dict | None = None) -> dict:
-    """Sample and score the held-out tasks into out_dir: per_task + summary.json (scores and `meta`)."""
-    rows = run_direct(tasks, engine, tokenizer, fmt, n_samples, params, sim, workers=workers,
-                      max_prompt_tokens=max_prompt_tokens, progress=False)
-    summary = {**summarize(rows, (meta or {}).get("pass_coverage")), "format": fmt, "policy": "model", **(meta or {})}
-    write_run(out_dir, rows, summary)
+def evaluate_policy(engine, tokenizer, tasks, rl: RLConf, ctx: JobContext, *, out_dir: Path | None = None,
+                    meta: dict | None = None, phase: str = "held-out evaluation") -> dict:
+    """Sample and score the held-out tasks as rl.eval_* says into out_dir (default: the run dir):
+    per_task + summary.json (scores and `meta`, whose pass_coverage is the pass rule)."""
+    n_samples = rl.eval_samples
+    ctx.progress.start(phase, len(tasks) * n_samples)
+    rows = run_direct(tasks, engine, tokenizer, ctx.fmt, n_samples, eval_sampling(rl, ctx.seed), ctx.sim,
+                      workers=ctx.workers, max_prompt_tokens=rl.max_prompt_tokens, progress=False,
+                      on_progress=ctx.progress.callback(phase))
+    summary = {**summarize(rows, (meta or {}).get("pass_coverage")), "format": ctx.fmt, "policy": "model",
+               **(meta or {})}
+    write_run(ctx.out if out_dir is None else out_dir, rows, summary)
     return summary
 
 
-def eval_sampling(rl: dict, seed: int) -> SamplingParams:
+def eval_sampling(rl: RLConf, seed: int) -> SamplingParams:
     """How held-out evaluations sample: rl.eval_temperature (default: the training temperature)."""
-    temperature = rl["temperature"] if rl.get("eval_temperature") is None else rl["eval_temperature"]
-    return SamplingParams(max_new_tokens=rl["max_new_tokens"], temperature=temperature, seed=seed + 1)
+    temperature = rl.temperature if rl.eval_temperature is None else rl.eval_temperature
+    return SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=temperature, seed=seed + 1)
 
 
-def evaluate_checkpoint(checkpoint: str, tasks, fmt: str, n_samples: int, params: SamplingParams, sim: SimConfig,
-                        out_dir: Path, workers: int | None = None, max_prompt_tokens: int = 3072,
-                        meta: dict | None = None, dtype: str = "float32") -> dict:
-    """Score a saved checkpoint on held-out tasks into out_dir (per_task + summary.json with `meta`)."""
-    model, tok = load_model("hf", path=str(checkpoint), dtype=dtype)
-    return evaluate_policy(make_engine("hf", model, tok), tok, tasks, fmt, n_samples, params, sim, out_dir, workers,
-                           max_prompt_tokens, meta={**(meta or {}), "checkpoint": str(checkpoint)})
+def evaluate_checkpoint(checkpoint: str, tasks, rl: RLConf, ctx: JobContext, *, meta: dict | None = None) -> dict:
+    """Score a saved checkpoint (loaded in ctx.dtype) on held-out tasks into the run dir: per_task +
+    summary.json with the run's metadata, `meta` and the checkpoint."""
+    model, tok = load_model("hf", path=str(checkpoint), dtype=ctx.dtype)
+    return evaluate_policy(make_engine("hf", model, tok), tok, tasks, rl, ctx,
+                           meta={**ctx.meta, **(meta or {}), "checkpoint": str(checkpoint)})
 
 
 @dataclass
@@ -102,50 +106,47 @@ class Objective:
     """What a policy-training run optimises: how a step's batch is collected, which module updates
     on it, and what else gets logged per step. RL is the default; OPD supplies its own."""
     collect: Callable = collect  # (draw, engine, tokenizer, pool, spec, prompts_per_step, seed=) -> batch
-    module: Callable = RLModule  # (model, rollout, algo, identity, **settings) -> LightningModule
+    module: Callable = RLModule  # (model, algo, rl, hooks, identity, ref_model=) -> LightningModule
     log_batch: Callable[[Path, int, object], None] | None = None
 
 
-def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval_tasks, fmt: str, sim: SimConfig,
-             trainer: dict, workers: int | None = None, seed: int = 0, dtype: str = "float32",
-             meta: dict | None = None, objective: Objective = Objective(),
-             log_step: Callable[[int, dict], None] | None = None) -> dict:
-    """RL (or another on-policy objective) from `init` for rl['steps'] rollout iterations; resumes
-    from out_dir/ckpt/last.ckpt if asked. `log_step(step, scalars)` also receives each step's scalars."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    lora = rl.get("lora") if (rl.get("lora") or {}).get("r", 0) > 0 else None
-    if trainer["strategy"] == "fsdp" and rl["engine"] != "vllm":
+def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
+    """Refuse combinations that cannot train, before any model loads."""
+    if trainer.strategy == "fsdp" and rl.engine != "vllm":
         raise ValueError("trainer=fsdp cannot generate with HF generate inside the sharded module; set rl.engine=vllm")
-    if algo.advantage in ("grpo", "dapo") and rl["group_size"] < 2:
-        raise ValueError(f"rl.group_size={rl['group_size']} with {algo.name}'s std-normalised advantage: a group of 1 "
+    if algo.advantage in ("grpo", "dapo") and rl.group_size < 2:
+        raise ValueError(f"rl.group_size={rl.group_size} with {algo.name}'s std-normalised advantage: a group of 1 "
                          "has no std; use rl.group_size >= 2 or rl_algo=dr_grpo")
-    if rl["engine"] == "vllm" and lora:
+    if rl.engine == "vllm" and rl.lora.r > 0:
         raise ValueError("rl.engine=vllm syncs full weights into the engine; use full fine-tuning (rl.lora.r=0) "
                          "or rl.engine=hf with LoRA")
+
+
+def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl: RLConf,
+             trainer: TrainerConf | None = None, objective: Objective = Objective()) -> dict:
+    """RL (or another on-policy objective) from `init` into ctx.out for rl.steps rollout iterations;
+    resumes from <run dir>/ckpt/last.ckpt if rl.resume. ctx.on_step also hears each step's scalars."""
+    trainer = trainer or TrainerConf()
+    check_run(algo, rl, trainer)
+    out = ctx.out
+    out.mkdir(parents=True, exist_ok=True)
+    lora = dataclasses.asdict(rl.lora) if rl.lora.r > 0 else None
+    seed, dtype = ctx.seed, ctx.dtype
     L.seed_everything(seed, workers=True, verbose=False)
     model, tok = load_model("hf", path=init, dtype=dtype, lora=lora)
     ref = None
     if algo.needs_reference and not lora:
         ref, _ = load_model("hf", path=init, dtype=dtype)
         ref.requires_grad_(False)
-    engine = make_engine(rl["engine"], model, tok, path=init, dtype=dtype, seed=seed)
-    params = SamplingParams(max_new_tokens=rl["max_new_tokens"], temperature=rl["temperature"], seed=seed)
-    spec = RolloutSpec(algo, fmt, rl["group_size"], params, sim, RewardConfig(**rl["reward"]),
-                       rl["max_prompt_tokens"])
+    engine = make_engine(rl.engine, model, tok, path=init, dtype=dtype, seed=seed)
+    params = SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=seed)
+    spec = RolloutSpec(algo, ctx.fmt, rl.group_size, params, ctx.sim, rl.reward, rl.max_prompt_tokens)
     sampler = TaskSampler(tasks, seed)
-    eval_params = eval_sampling(rl, seed)
     steps_log, rollouts_log = out / "steps.jsonl", out / "rollouts.jsonl"
 
-    with make_pool(workers) as pool:
+    with make_pool(ctx.workers) as pool:
         ckpt_dir = out / "ckpt"
-        checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl["save_every"],
-                                                            save_last=True, save_top_k=0)
-        fit = L.Trainer(max_steps=rl["steps"], accelerator=trainer["accelerator"], devices=trainer["devices"],
-                        num_nodes=trainer["num_nodes"], strategy=trainer["strategy"], precision=trainer["precision"],
-                        logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"), callbacks=[checkpointing],
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
-                        limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)
+        fit = _lightning(rl, trainer, out, ckpt_dir)
 
         # The closures below read the ranks from `fit` when called, not now: under a spawning
         # strategy a process learns its rank only once fit starts.
@@ -155,12 +156,12 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
         def rollout(step: int):
             with warnings.catch_warnings():
                 warnings.simplefilter("always")
-                return objective.collect(draw, engine, tok, pool, spec, rl["prompts_per_step"],
+                return objective.collect(draw, engine, tok, pool, spec, rl.prompts_per_step,
                                          seed=seed * 1_000_003 + step * 101 + fit.global_rank)
 
-        def on_step(step: int, batch, stats: dict) -> None:
+        def after_step(step: int, batch, stats: dict) -> None:
             log.info("step %d/%d reward %.3f±%.3f compile %.2f pass %.2f distinct %.2f trained %d "
-                     "gen %.1fs sim %.1fs update %.1fs", step, rl["steps"], stats["reward_mean"], stats["reward_std"],
+                     "gen %.1fs sim %.1fs update %.1fs", step, rl.steps, stats["reward_mean"], stats["reward_std"],
                      stats["compile_rate"], stats["pass_rate"], stats["distinct_ratio"], stats["samples_trained"],
                      stats["generation_s"], stats["simulation_s"], stats["update_s"])
             with open(steps_log, "a") as f:
@@ -170,22 +171,19 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
                     f.write(json.dumps({"step": step, **r}) + "\n")
             if objective.log_batch:
                 objective.log_batch(out, step, batch)
-            if log_step:
-                log_step(step, stats)
-            if rl["eval_every"] and step % rl["eval_every"] == 0 and step < rl["steps"]:
+            if ctx.on_step:
+                ctx.on_step(step, stats)
+            if rl.eval_every and step % rl.eval_every == 0 and step < rl.steps:
                 model.eval()
-                evaluate_policy(engine, tok, eval_tasks, fmt, rl["eval_samples"], eval_params, sim,
-                                out / "eval" / f"step_{step}", workers, rl["max_prompt_tokens"])
+                evaluate_policy(engine, tok, eval_tasks, rl, ctx, out_dir=out / "eval" / f"step_{step}",
+                                phase=f"held-out evaluation at step {step}")
                 model.train()
 
-        module = objective.module(model, rollout, algo, model_identity(init, lora), lr=rl["lr"],
-                          weight_decay=rl["weight_decay"], warmup_steps=rl["warmup_steps"], total_steps=rl["steps"],
-                          micro_batch=rl["micro_batch"], grad_clip=rl["grad_clip"], temperature=rl["temperature"],
-                          max_new_tokens=rl["max_new_tokens"], ref_model=ref, state=sampler.state_dict,
-                          restore=sampler.load_state_dict, on_step=on_step,
-                          sync_weights=_engine_sync(engine) if rl["engine"] == "vllm" else None)
+        hooks = Hooks(rollout, state=sampler.state_dict, restore=sampler.load_state_dict, on_step=after_step,
+                      sync_weights=_engine_sync(engine) if rl.engine == "vllm" else None)
+        module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref)
         last = ckpt_dir / "last.ckpt"
-        resume = str(last) if rl["resume"] and last.exists() else None
+        resume = str(last) if rl.resume and last.exists() else None
         _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), _checkpoint_step(resume) if resume else 0)
         model.train()
         with warnings.catch_warnings():  # the post-update state is exactly what a resume needs
@@ -197,9 +195,19 @@ def train_rl(init: str, out_dir: str | Path, algo: RLAlgo, rl: dict, tasks, eval
             return {}
         model.eval()
         export = export_merged(module.model, tok, out / "hf")
-        record = {**(meta or {}), "init": init, "checkpoint": str(export), "steps": fit.global_step,
+        record = {**ctx.meta, "init": init, "checkpoint": str(export), "steps": fit.global_step,
                   "resumed_from": resume, "data_position": sampler.state_dict()}
-        summary = evaluate_policy(make_engine("hf", module.model, tok) if rl["engine"] == "hf" else engine, tok,
-                                  eval_tasks, fmt, rl["eval_samples"], eval_params, sim, out, workers,
-                                  rl["max_prompt_tokens"], meta=record)
+        summary = evaluate_policy(make_engine("hf", module.model, tok) if rl.engine == "hf" else engine, tok,
+                                  eval_tasks, rl, ctx, meta=record)
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}
+
+
+def _lightning(rl: RLConf, trainer: TrainerConf, out: Path, ckpt_dir: Path) -> L.Trainer:
+    """The Lightning trainer of a run: rl.steps optimizer steps, a resumable checkpoint every rl.save_every."""
+    checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl.save_every,
+                                                        save_last=True, save_top_k=0)
+    return L.Trainer(max_steps=rl.steps, accelerator=trainer.accelerator, devices=trainer.devices,
+                     num_nodes=trainer.num_nodes, strategy=trainer.strategy, precision=trainer.precision,
+                     logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"), callbacks=[checkpointing],
+                     enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
+                     limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)

@@ -53,18 +53,30 @@ def candidates(task: Task, fmt: str, grades: tuple[str, ...] = ("strong", "mediu
 
 def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: float = 80.0,
                    repair: bool = True, workers: int | None = None,
-                   prompt: Callable[[Task], list[dict]] | None = None) -> list[Example]:
+                   prompt: Callable[[Task], list[dict]] | None = None,
+                   on_progress: Callable[[int, int], None] | None = None) -> list[Example]:
     """Simulate every candidate; keep validated answers and pair weaker ones with better ones.
 
     `prompt(task)` gives the task's chat messages (default: the full prompt; stages pass the
-    shortened prompt that fits their prompt budget)."""
+    shortened prompt that fits their prompt budget). `on_progress(done, total)` hears how many
+    candidates are simulated, at the start and as each one finishes."""
     prompt = prompt or (lambda t: messages(t, fmt))
     jobs, where = [], []
     for t in tasks:
         for grade, code in candidates(t, fmt):
             jobs.append((t, code))
             where.append((t, grade, code))
-    results = evaluate_many(jobs, cfg, workers, fn=functools.partial(score, fmt, options={}))
+    finished, every = [], max(1, len(jobs) // 20)  # about 20 reports a pass: the log stays readable
+
+    def simulated(index: int, result) -> None:
+        finished.append(index)
+        if len(finished) % every == 0 or len(finished) == len(jobs):
+            on_progress(len(finished), len(jobs))
+
+    if on_progress:
+        on_progress(0, len(jobs))
+    results = evaluate_many(jobs, cfg, workers, on_result=simulated if on_progress else None,
+                            fn=functools.partial(score, fmt, options={}))
     by_task: dict[str, list] = defaultdict(list)
     for (t, grade, code), r in zip(where, results):
         by_task[t.id].append((t, grade, code, r))

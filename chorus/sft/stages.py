@@ -2,14 +2,16 @@
 stage's checkpoint; `checkpoint=<path|id>` plugs in an external model instead of training."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from transformers import AutoTokenizer
 
+from ..config_schema import SFTStageConf
+from ..job_context import JobContext
 from ..policy.models import resolve_path
 from ..policy.prompts import fit_messages
-from ..sim import SimConfig
 from ..tasks import load_tasks
 from .data import build_examples, prioritised_sample, task_weights
 from .run import train_sft
@@ -35,18 +37,18 @@ def check_stage(name: str) -> None:
         raise ValueError(f"unknown sft_stage {name!r}; choose one of {list(STAGES)}")
 
 
-def stage_init_checkpoint(stage: dict, runs_dir: str | Path) -> str:
-    """The checkpoint a job downstream of a stage starts from: the external one, else the trained one."""
-    check_stage(stage["name"])
-    if stage.get("checkpoint"):
-        return resolve_path("hf", stage["checkpoint"])
-    return str(stage_checkpoint(runs_dir, stage["name"]))
+def stage_init_checkpoint(name: str, checkpoint: str | None, runs_dir: str | Path) -> str:
+    """The checkpoint a job downstream of stage `name` starts from: the stage's external
+    `checkpoint` when set, else the one it trained."""
+    check_stage(name)
+    if checkpoint:
+        return resolve_path("hf", checkpoint)
+    return str(stage_checkpoint(runs_dir, name))
 
 
-def resolve_init(stage: dict, model: dict, runs_dir: str | Path) -> str:
-    """The stage's starting point: its `init` (a stage name, whose default run dir is used, or a
-    checkpoint path such as a pipeline's planned stage dir), else the configured model."""
-    init = stage.get("init")
+def resolve_init(init: str | None, model: dict, runs_dir: str | Path) -> str:
+    """A stage's starting point: its `init` (a stage name, whose default run dir is used, or a
+    checkpoint path such as a pipeline's planned stage dir), else the configured `model` (its settings)."""
     if not init:
         return resolve_path(**model)
     if init in STAGES:
@@ -56,44 +58,44 @@ def resolve_init(stage: dict, model: dict, runs_dir: str | Path) -> str:
     return str(init)
 
 
-def current_coverage(init: str, tasks, fmt: str, sim: SimConfig, workers: int | None,
-                     max_new_tokens: int = 256, max_prompt_tokens: int = 3072) -> dict[str, float]:
+def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext) -> dict[str, float]:
     """Coverage the starting model reaches on each task (one direct sample): the worst-state signal."""
     from ..policy.engines import HFEngine, SamplingParams
     from ..policy.models import load_model
     from ..protocol.direct import run_direct
 
+    phase = "current coverage"
+    ctx.progress.start(phase, len(tasks))
     model, tok = load_model("hf", path=init)
-    rows = run_direct(tasks, HFEngine(model, tok), tok, fmt, 1, SamplingParams(max_new_tokens=max_new_tokens),
-                      sim, workers=workers, max_prompt_tokens=max_prompt_tokens, progress=False)
+    rows = run_direct(tasks, HFEngine(model, tok), tok, ctx.fmt, 1, SamplingParams(max_new_tokens=stage.max_new_tokens),
+                      ctx.sim, workers=ctx.workers, max_prompt_tokens=stage.max_prompt_tokens, progress=False,
+                      on_progress=ctx.progress.callback(phase))
     return {r["task_id"]: r["overall"] or 0.0 for r in rows}
 
 
-def run_stage(stage: dict, init: str | None, fmt: str, sim: SimConfig, out: str | Path, seed: int = 0,
-              workers: int | None = None, on_step=None) -> dict:
-    """Train (or, with stage['checkpoint'], register) one stage from `init` into `out`."""
-    name = stage["name"]
-    check_stage(name)
-    out = Path(out)
-    if stage.get("checkpoint"):
-        info = {"stage": name, "checkpoint": resolve_path("hf", stage["checkpoint"]), "external": True}
+def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext) -> dict:
+    """Train (or, with stage.checkpoint, register) one stage from `init` into the run dir. SFT trains
+    in float32 on the CPU (ctx.dtype is not read); ctx.on_step hears each step's loss."""
+    check_stage(stage.name)
+    out = ctx.out
+    if stage.checkpoint:
+        info = {"stage": stage.name, "checkpoint": resolve_path("hf", stage.checkpoint), "external": True}
         out.mkdir(parents=True, exist_ok=True)
         (out / "stage.json").write_text(json.dumps(info, indent=2))
         return info
-    tasks = load_tasks("generated", split="train", **stage["tasks"])
+    tasks = load_tasks("generated", split="train", **dataclasses.asdict(stage.tasks))
     tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
-    examples = build_examples(tasks, fmt, sim, stage["min_coverage"], repair="repair" in stage["kinds"],
-                              workers=workers,
-                              prompt=lambda t: fit_messages(t, fmt, tok, stage["max_prompt_tokens"])[0])
-    examples = [e for e in examples if e.kind in stage["kinds"]]
-    if stage.get("prioritised"):
-        weights = task_weights(current_coverage(init, tasks, fmt, sim, workers, stage["max_new_tokens"],
-                                                stage["max_prompt_tokens"]))
-        examples = prioritised_sample(examples, weights, k=stage["steps"] * stage["batch_size"], seed=seed)
-    result = train_sft(init, examples, out, steps=stage["steps"], batch_size=stage["batch_size"], lr=stage["lr"],
-                       max_tokens=stage["max_tokens"], seed=seed, warmup_steps=stage["warmup_steps"],
-                       on_step=on_step)
-    info = {"stage": name, "init": init, "checkpoint": result["checkpoint"], "examples": result["examples"],
+    examples = build_examples(tasks, ctx.fmt, ctx.sim, stage.min_coverage, repair="repair" in stage.kinds,
+                              workers=ctx.workers, on_progress=ctx.progress.callback("sft data"),
+                              prompt=lambda t: fit_messages(t, ctx.fmt, tok, stage.max_prompt_tokens)[0])
+    examples = [e for e in examples if e.kind in stage.kinds]
+    if stage.prioritised:
+        weights = task_weights(current_coverage(init, tasks, stage, ctx))
+        examples = prioritised_sample(examples, weights, k=stage.steps * stage.batch_size, seed=ctx.seed)
+    result = train_sft(init, examples, out, steps=stage.steps, batch_size=stage.batch_size, lr=stage.lr,
+                       max_tokens=stage.max_tokens, seed=ctx.seed, warmup_steps=stage.warmup_steps,
+                       on_step=ctx.on_step)
+    info = {"stage": stage.name, "init": init, "checkpoint": result["checkpoint"], "examples": result["examples"],
             "first_loss": result["losses"][0], "last_loss": result["losses"][-1], "external": False}
     (out / "stage.json").write_text(json.dumps(info, indent=2))
     return info
