@@ -190,8 +190,9 @@ def test_cli_merge_writes_an_evaluated_checkpoint(experts, tiny_xs, tmp_path):
     assert out["checkpoint"] == str(where / "hf") and out["n_tasks"] == 1 and "pass_rate" in out
     assert out["options"]["density"] == 0.4 and out["base"] == str(runs / "sft/stage0/hf")
     assert (where / "per_task.parquet").exists() and (where / "hf/merge.json").exists()
-    last = json.loads((where / "progress.jsonl").read_text().splitlines()[-1])  # the evaluation reports progress
-    assert (last["phase"], last["done"], last["total"]) == ("held-out evaluation", 1, 1)
+    progress = [json.loads(line) for line in (where / "progress.jsonl").read_text().splitlines()]
+    assert [(p["phase"], p["done"]) for p in progress if p["phase"] == "merge"] == [("merge", 0), ("merge", 1)]
+    assert (progress[-1]["phase"], progress[-1]["done"], progress[-1]["total"]) == ("held-out evaluation", 1, 1)
 
 
 @pytest.mark.slow

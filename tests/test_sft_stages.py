@@ -40,10 +40,12 @@ def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim
         assert counts[0][0] == 0 and counts[-1][0] == counts[-1][1] > 0, phase
     with pytest.raises(ValueError, match="neither a stage"):
         resolve_init(str(tmp_path / "nowhere"), model, tmp_path)
+    registered = tmp_path / "other/sft/stage1"
     ext = run_stage(stage_conf("stage1", init="stage0", checkpoint=str(tiny_xs)), None,
-                    context(tmp_path / "other/sft/stage1", sim_cfg))
+                    context(registered, sim_cfg, progress=Progress(registered)))
     assert ext == {"stage": "stage1", "checkpoint": str(tiny_xs), "external": True}
-    assert json.loads((tmp_path / "other/sft/stage1/stage.json").read_text())["external"]
+    assert json.loads((registered / "stage.json").read_text())["external"]
+    assert [p["phase"] for p in lines(registered / "progress.jsonl")] == ["sft checkpoint registered"]
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -18,6 +18,8 @@ def merge_and_evaluate(cons: ConsolidationConf, pool: TeacherPoolConf, eval_task
                        ctx: JobContext) -> dict:
     """Merge the pool's experts with cons.name (task vectors against pool.base) into <run dir>/hf and
     evaluate the result on the held-out tasks as rl.eval_* says."""
+    ctx.progress.start("merge", 1)  # streamed tensor by tensor; minutes for billion-parameter experts
     info = merge_checkpoints(cons.name, [t.checkpoint for t in pool.teachers], ctx.out / "hf", base=pool.base,
                              **merge_options(cons))
+    ctx.progress.update("merge", 1, 1)
     return evaluate_checkpoint(info["checkpoint"], eval_tasks, rl, ctx, meta=info)

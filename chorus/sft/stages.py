@@ -82,6 +82,7 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext) -> dict:
         info = {"stage": stage.name, "checkpoint": resolve_path("hf", stage.checkpoint), "external": True}
         out.mkdir(parents=True, exist_ok=True)
         (out / "stage.json").write_text(json.dumps(info, indent=2))
+        ctx.progress.update("sft checkpoint registered", 1, 1)  # every run dir has progress.jsonl to read
         return info
     tasks = load_tasks("generated", split="train", **dataclasses.asdict(stage.tasks))
     tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
