@@ -135,3 +135,16 @@ def test_a_missing_teacher_names_the_runs_of_its_group_path(tmp_path):
     with pytest.raises(ValueError, match=r"holds stage1-0123abcd \(made with other settings\); pass "
                                          r"teacher_pool.teachers.1.checkpoint=.*stage1-0123abcd/hf to use one"):
         check_teachers(teachers)
+
+
+def test_a_missing_stage_names_the_runs_of_its_group_path(tmp_path):
+    from chorus.sft.stages import stage_checkpoint
+
+    with pytest.raises(FileNotFoundError, match=r"run `python -m chorus.train job=sft sft_stage=stage0` first"):
+        stage_checkpoint(tmp_path, "stage0")
+    made = tmp_path / "sft/stage0-0123abcd/hf"
+    made.mkdir(parents=True)
+    (made / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match=r"holds stage0-0123abcd \(made with other settings\): pass its "
+                                                r"checkpoint, e.g. .*sft/stage0-0123abcd/hf \(sft_stage.checkpoint="):
+        stage_checkpoint(tmp_path, "stage0")

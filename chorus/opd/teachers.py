@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..config_schema import Teacher  # one entry of teacher_pool.teachers
 from ..modes import MissingRewards, TeacherSource
+from ..tracking.identity import variants
 from ..tracking.run_dir import PARQUET, TABLE, kept_answers, read_table
 
 
@@ -29,13 +30,12 @@ def check_teachers(teachers: list[Teacher]) -> None:
 
 
 def _variants(checkpoint: Path, index: int, name: str) -> str:
-    """The fix for a missing teacher: runs of the same group path made with other settings (their
-    dirs carry a hash, see tracking/identity.py) are named, else how to train the expert."""
-    run = checkpoint.parent
-    found = sorted(p.parent.parent for p in run.parent.glob(f"{run.name}-*/{checkpoint.name}/config.json"))
+    """The fix for a missing teacher: the runs of its group path made with other settings, else how
+    to train the expert."""
+    found = variants(checkpoint.parent) if checkpoint.name == "hf" else []
     if found:
-        return (f"{run.parent} holds {', '.join(p.name for p in found[:3])} (made with other settings); pass "
-                f"teacher_pool.teachers.{index}.checkpoint={found[0] / checkpoint.name} to use one")
+        return (f"{checkpoint.parent.parent} holds {', '.join(p.name for p in found[:3])} (made with other "
+                f"settings); pass teacher_pool.teachers.{index}.checkpoint={found[0] / 'hf'} to use one")
     return (f"produce it with `python -m chorus.train job=rl sft_stage={name}` (with the settings you "
             f"want), or pass teacher_pool.teachers.{index}.checkpoint=<an existing model>")
 

@@ -11,6 +11,7 @@ from transformers import AutoTokenizer
 from ..config_schema import SFTStageConf
 from ..job_context import JobContext
 from ..policy.models import resolve_path
+from ..tracking.identity import variants
 from ..policy.prompts import fit_messages
 from ..tasks import load_tasks
 from .data import build_examples, prioritised_sample, task_weights
@@ -26,9 +27,12 @@ def stage_dir(runs_dir: str | Path, name: str) -> Path:
 def stage_checkpoint(runs_dir: str | Path, name: str) -> Path:
     ckpt = stage_dir(runs_dir, name) / "hf"
     if not (ckpt / "config.json").exists():
-        raise FileNotFoundError(f"stage {name} has no checkpoint at {ckpt}; run "
-                                f"`python -m chorus.train job=sft sft_stage={name}` first, or pass "
-                                f"sft_stage.checkpoint=<path|hf-id>")
+        found = variants(ckpt.parent)  # the stage trained with other settings: its dir carries a hash
+        fix = (f"{ckpt.parent.parent} holds {', '.join(p.name for p in found[:3])} (made with other settings): "
+               f"pass its checkpoint, e.g. {found[0] / 'hf'}" if found else
+               f"run `python -m chorus.train job=sft sft_stage={name}` first, or pass the checkpoint")
+        raise FileNotFoundError(f"stage {name} has no checkpoint at {ckpt}; {fix} "
+                                f"(sft_stage.checkpoint= for job=rl, sft_stage.init= for the next stage)")
     return ckpt
 
 

@@ -83,6 +83,13 @@ def run_dir(job: str, c: dict, default: dict) -> tuple[Path, dict]:
     return Path(c["runs_dir"]) / path.parent / name, {"identity": ident, "changed": changed}
 
 
+def variants(default_dir: Path) -> list[Path]:
+    """Runs of the same group path made with other settings (`<dir>-<tag or hash>`) that hold a
+    checkpoint: what a missing default checkpoint's error names."""
+    d = Path(default_dir)
+    return sorted(p.parent.parent for p in d.parent.glob(f"{d.name}-*/hf/config.json"))
+
+
 def read_record(out: Path) -> dict | None:
     try:
         return json.loads((Path(out) / RUN_RECORD).read_text())
