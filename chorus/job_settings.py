@@ -34,15 +34,22 @@ UNUSED_HINTS = {
     ("sft", "model"): " (SFT trains in float32 on the CPU)",
     ("evaluate", "model"): " (only policy=model loads a model)",
     ("evaluate", "protocol"): " (only policy=model generates)",
+    ("consolidation", "model"): " (merges are evaluated in float32, like earlier runs)",
     ("consolidation", "rl_algo"): " (rl_algo only selects the experts the teacher pool reads; OPD's own clip "
                                   "range is fixed in rl/algos.py)",
 }
 
 
+# Jobs that load models in float32 whatever model.dtype says (SFT trains on the CPU; merges are
+# evaluated in float32 so their scores compare with earlier runs): the model group without dtype.
+MODEL_BUT_DTYPE = ("model.name", "model.path", "model.size", "model.seed", "model.device",
+                   "model.attn_implementation")
+FLOAT32 = [k for k in COMMON if k != "model"] + list(MODEL_BUT_DTYPE)
+
+
 def _sft(c: dict) -> list[str]:
-    # SFT trains in float32 on the CPU: trainer and model.dtype are job=rl/consolidation settings.
-    uses = ["sft_stage", *[k for k in COMMON if k != "model"], "model.name", "model.path", "model.size",
-            "model.seed", "model.device", "model.attn_implementation"]
+    # trainer and model.dtype are job=rl / OPD settings
+    uses = ["sft_stage", *FLOAT32]
     return uses + list(EVALUATION) if c["sft_stage"]["evaluate"] else uses
 
 
@@ -53,7 +60,7 @@ def _rl(c: dict) -> list[str]:
 
 def _merge(c: dict) -> list[str]:
     method = c["consolidation"]["name"]
-    uses = [*COMMON, *EVALUATION, *TEACHERS, "consolidation.name", "consolidation.weights",
+    uses = [*FLOAT32, *EVALUATION, *TEACHERS, "consolidation.name", "consolidation.weights",
             *(f"consolidation.{k}" for k in MERGE_OPTIONS[method])]
     return uses + ["teacher_pool.base"] if method != "soup" else uses
 

@@ -94,9 +94,8 @@ def rl(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
 
 
 def consolidation_inputs(c: dict) -> dict:
-    from .opd.teachers import Teacher, check_teachers
-
     from .merge.stream import check_merge
+    from .opd.teachers import Teacher, check_teachers
 
     cons, teachers = c["consolidation"], [Teacher(**t) for t in c["teacher_pool"]["teachers"]]
     check_teachers(teachers)
@@ -126,9 +125,9 @@ def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
 
 
 def job_dtype(job: str, conf: TrainConf) -> str:
-    """What the job loads models in: model.dtype for the on-policy jobs (rl, opd). SFT trains and
-    evaluates in float32 (it does not read model.dtype, job_settings._sft); merges keep their float32
-    evaluation, since model.dtype there would change a bf16 pool's scores against earlier runs."""
+    """What the job loads models in: model.dtype for the on-policy jobs (rl, opd). SFT and merges load
+    float32 and refuse model.dtype (job_settings.FLOAT32): SFT trains on the CPU, and a merge's
+    evaluation in bf16 would change a pool's scores against earlier runs."""
     on_policy = job == "rl" or (job == "consolidation" and conf.consolidation.name == "opd")
     return conf.model.dtype if on_policy else "float32"
 

@@ -94,6 +94,7 @@ def cli(module: str, *overrides, tmp_path):
     ("chorus.train", ["job=sft", "trainer=gpu"], "job=sft does not use trainer=gpu (SFT trains in float32 on the CPU)"),
     ("chorus.train", ["job=sft", "model.dtype=bfloat16"], "job=sft does not use model.dtype=bfloat16"),
     ("chorus.train", ["job=rl", "consolidation.margin=0.2"], "job=rl does not use consolidation.margin=0.2"),
+    ("chorus.train", ["consolidation=soup", "model.dtype=bfloat16"], "consolidation=soup does not use model.dtype"),
     ("chorus.train", ["consolidation=opd", "consolidation.mode=pgg"], "consolidation.mode"),
     ("chorus.train", ["job=rl", "rl.engine=vlm"], "rl.engine"),
     ("chorus.evaluate", ["simulator.isolation=requried"], "simulator.isolation"),
