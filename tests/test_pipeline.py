@@ -160,7 +160,9 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
                              capture_output=True, text=True, timeout=600, env=env)
     assert changed.returncode == 0, changed.stderr[-3000:]
     assert "1 steps run, 9 skipped (done)" in changed.stdout
-    opd_dirs = list(tmp_path.glob("consolidation/opd/three_experts-*"))
-    assert len(opd_dirs) == 2
+    first_opd = next(Path(s["run_dir"]) for s in steps if s["name"] == "consolidation/opd")
+    (new_opd,) = set(tmp_path.glob("consolidation/opd/three_experts-*")) - {first_opd}
     report = (tmp_path / "REPORT.md").read_text()
-    assert len(re.findall(r"^\| opd/three_experts ", report, flags=re.M)) == 1 and "opd/three_experts-" not in report.split("## Steps")[0]
+    table = report.split("## The CHORUS table")[1].split("\n## ")[0]
+    assert len(re.findall(r"^\| opd/three_experts ", table, flags=re.M)) == 1  # not two OPD runs side by side
+    assert str(new_opd) in report and str(first_opd) not in report

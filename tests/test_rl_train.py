@@ -14,16 +14,16 @@ from helpers import PROMPT, context, lines, rl_settings, weights
 
 
 def run(init, out, name="dapo", eval_tasks=(), rl_tasks=(), sim=None, algo=None, objective=Objective(),
-        progress=None, **over):
+        progress=None, meta=None, **over):
     a = get_algo(name, overlong_buffer=over.pop("overlong_buffer", 32), **(algo or {}))
-    ctx = context(out, sim, **({"progress": progress} if progress else {}))
+    ctx = context(out, sim, **({"progress": progress} if progress else {}), **({"meta": meta} if meta else {}))
     return train_rl(str(init), a, rl_tasks, eval_tasks, ctx, rl=rl_settings(**over), objective=objective)
 
 
 def test_tiny_dapo_run_changes_every_trainable_parameter_and_writes_per_task_coverage(
         sft_xs, rl_tasks, eval_tasks, sim, tmp_path):
     info = run(sft_xs, tmp_path, eval_every=1, rl_tasks=rl_tasks, eval_tasks=eval_tasks, sim=sim,
-               progress=Progress(tmp_path))
+               progress=Progress(tmp_path), meta={"pass_coverage": 0.0})
     before, after = weights(sft_xs), weights(tmp_path / "hf")
     assert before.keys() == after.keys()
     unchanged = [k for k in before if torch.equal(before[k], after[k])]
@@ -43,6 +43,10 @@ def test_tiny_dapo_run_changes_every_trainable_parameter_and_writes_per_task_cov
     assert set(table["status"]) <= {"ok", "compile_error", "empty", "runtime_error", "rejected", "timeout"}
     periodic = pd.read_parquet(tmp_path / "eval/step_1/per_task.parquet")  # eval_every=1; the last is the final
     assert len(periodic) == 3 and not (tmp_path / "eval/step_2").exists()
+    # both evaluations score under the run's pass rule (at >= 0 % coverage every sample passes)
+    for where in (tmp_path / "eval/step_1", tmp_path):
+        scored = json.loads((where / "summary.json").read_text())
+        assert scored["pass_coverage"] == 0.0 and scored["pass_rate"] == 1.0
     assert list(pd.read_csv(next((tmp_path / "lightning").rglob("metrics.csv")))["train/reward_mean"].dropna())
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_tasks"] == 3 and summary["steps"] == 2 and summary["init"] == str(sft_xs)

@@ -75,13 +75,14 @@ def _trim_logs(paths, step: int) -> None:
 def evaluate_policy(engine, tokenizer, tasks, rl: RLConf, ctx: JobContext, *, out_dir: Path | None = None,
                     meta: dict | None = None, phase: str = "held-out evaluation") -> dict:
     """Sample and score the held-out tasks as rl.eval_* says into out_dir (default: the run dir):
-    per_task + summary.json (scores and `meta`, whose pass_coverage is the pass rule)."""
+    per_task + summary.json (scores and `meta`) under the job's pass rule (ctx.meta's pass_coverage),
+    the periodic step-N evaluations included."""
     n_samples = rl.eval_samples
     ctx.progress.start(phase, len(tasks) * n_samples)
     rows = run_direct(tasks, engine, tokenizer, ctx.fmt, n_samples, eval_sampling(rl, ctx.seed), ctx.sim,
                       workers=ctx.workers, max_prompt_tokens=rl.max_prompt_tokens, progress=False,
                       on_progress=ctx.progress.callback(phase))
-    summary = {**summarize(rows, (meta or {}).get("pass_coverage")), "format": ctx.fmt, "policy": "model",
+    summary = {**summarize(rows, ctx.meta.get("pass_coverage")), "format": ctx.fmt, "policy": "model",
                **(meta or {})}
     write_run(ctx.out if out_dir is None else out_dir, rows, summary)
     return summary
