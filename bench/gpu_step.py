@@ -1,0 +1,217 @@
+"""One DAPO step through chorus on a random-init Qwen3 of a chosen size: throughput, MFU, memory, time split.
+
+    python bench/gpu_step.py --size tiny                       # a few hundred K params, CPU, seconds
+    python bench/gpu_step.py --size 0.44b --device cuda        # hidden 1024, 28 layers, bf16 on one GPU
+    python bench/gpu_step.py --hidden 512 --layers 8 --heads 8 --kv-heads 4 --ffn 1536 --device cuda
+
+The model is built from a Qwen3Config (no hub) with the tiny model's tokenizer (chorus.policy.tiny,
+built and cached by build_tiny), saved with save_pretrained into the run dir and trained by
+chorus.rl.run.train_rl for exactly one step (rl.steps=1) on generated tasks, like any checkpoint.
+DAPO's dynamic sampling is turned off: a random model's groups mostly tie, and dropping them would
+skip the update this script measures. There is no held-out evaluation (eval_tasks=[]).
+
+The numbers come from what train_rl writes (<out>/steps.jsonl: generation_s, simulation_s, update_s;
+<out>/rollouts.jsonl: completion tokens per sample), not from timers inside chorus. The step's wall
+time is measured around it (rollout start to the step's log line) and printed beside the split.
+  - generation tokens/s = completion tokens generated / generation_s
+  - update tokens/s     = (prompt + completion) tokens of the trained samples / update_s
+  - MFU = achieved model FLOP/s over --peak-flops: 2 x params x generated tokens for generation (the
+    prompt prefill is not counted), 6 x params x trained tokens for the update. params counts every
+    parameter once (tied embeddings once); attention FLOPs are left out.
+  - peak memory: torch.cuda.max_memory_allocated on cuda, peak RSS of this process on cpu
+    (simulation workers are separate processes and not counted).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+H200_BF16_DENSE = 989e12  # NVIDIA H200 SXM peak dense BF16 tensor-core FLOP/s (no sparsity)
+
+# Model shape and step size per preset; explicit flags override any of them.
+SIZES = {
+    "tiny": dict(hidden=64, layers=2, heads=2, kv_heads=1, head_dim=32, ffn=128,
+                 prompts=2, group_size=4, max_new_tokens=48, micro_batch=8),
+    # Qwen3-0.6B's body (head_dim 128) with the tiny tokenizer's small vocabulary: about 0.44B parameters.
+    "0.44b": dict(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, ffn=3072,
+                  prompts=8, group_size=8, max_new_tokens=512, micro_batch=8),
+}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", choices=sorted(SIZES), default="tiny", help="preset shape and step size")
+    for name in ("hidden", "layers", "heads", "kv-heads", "head-dim", "ffn", "prompts", "group-size",
+                 "max-new-tokens", "micro-batch"):
+        ap.add_argument(f"--{name}", type=int, default=None, help="overrides the preset")
+    ap.add_argument("--max-prompt-tokens", type=int, default=1200,
+                    help="prompts are shortened to fit (1200 = ports-only prompts, as the tests use)")
+    ap.add_argument("--tokenizer", choices=["xs", "s", "m"], default="s", help="tiny model whose tokenizer is used")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--dtype", default=None, help="weights' dtype (default: float32 on cpu, bfloat16 on cuda)")
+    ap.add_argument("--precision", default="32-true",
+                    help="Lightning precision (32-true keeps the weights in --dtype; bf16-mixed wants --dtype float32)")
+    ap.add_argument("--peak-flops", type=float, default=None,
+                    help=f"device peak FLOP/s for MFU (default: {H200_BF16_DENSE:.3g}, H200 dense bf16, on cuda; "
+                         "none on cpu, so MFU prints n/a)")
+    ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="run dir (default: a new temporary dir, kept)")
+    args = ap.parse_args(argv)
+    preset = SIZES[args.size]
+    for key, value in preset.items():
+        if key != "head_dim" and getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.head_dim is None:  # the preset's, unless hidden or heads changed: then hidden / heads
+        same = (args.hidden, args.heads) == (preset["hidden"], preset["heads"])
+        args.head_dim = preset["head_dim"] if same else args.hidden // args.heads
+    args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    if args.peak_flops is None and args.device == "cuda":
+        args.peak_flops = H200_BF16_DENSE
+    return args
+
+
+def build_model(args, out: Path) -> tuple[Path, int]:
+    """A random-init Qwen3 of the requested shape with the tiny tokenizer, saved as a checkpoint dir."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, Qwen3Config
+
+    from chorus.policy.tiny import SPECIAL_TOKENS, build_tiny
+
+    tok = AutoTokenizer.from_pretrained(build_tiny(args.tokenizer, seed=0), local_files_only=True)
+    ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    config = Qwen3Config(vocab_size=len(tok), hidden_size=args.hidden, num_hidden_layers=args.layers,
+                         num_attention_heads=args.heads, num_key_value_heads=args.kv_heads, head_dim=args.head_dim,
+                         intermediate_size=args.ffn, tie_word_embeddings=True, max_position_embeddings=4096,
+                         rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
+                         pad_token_id=ids["<|pad|>"])
+    torch.manual_seed(args.seed)
+    model = AutoModelForCausalLM.from_config(config).to(getattr(torch, args.dtype))
+    model.generation_config = GenerationConfig(eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+                                               pad_token_id=ids["<|pad|>"])
+    path = out / "init"
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path, sum(p.numel() for p in model.parameters())
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def fmt_mfu(flops_per_s: float, peak: float | None) -> str:
+    return f"{100 * flops_per_s / peak:.2f} %" if peak else "n/a"
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    import torch
+
+    from chorus.config_schema import RLConf, TrainerConf
+    from chorus.job_context import JobContext
+    from chorus.policy.prompts import render_prompt
+    from chorus.rl.algos import get_algo
+    from chorus.rl.rollouts import collect
+    from chorus.rl.run import Objective, train_rl
+    from chorus.sim import SimConfig
+    from chorus.tasks import load_tasks
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda but torch sees no GPU")
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="chorus-gpu-step-"))
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = out / "run"
+    if (run_dir / "steps.jsonl").exists():
+        raise SystemExit(f"{run_dir} already holds a run; pick another --out")
+
+    t0 = time.monotonic()
+    init, n_params = build_model(args, out)
+    build_s = time.monotonic() - t0
+    tasks = load_tasks("generated", split="train", difficulty="easy", per_family=2, seed=0)
+    algo = get_algo("dapo", dynamic_sampling=False)
+    rl = RLConf(steps=1, prompts_per_step=args.prompts, group_size=args.group_size, micro_batch=args.micro_batch,
+                max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens, warmup_steps=0,
+                eval_every=0, eval_samples=1, save_every=10**9, resume=False)
+    trainer = TrainerConf(name=args.device, accelerator="gpu" if args.device == "cuda" else "cpu",
+                          precision=args.precision)
+    ctx = JobContext(run_dir, "vectors", SimConfig(), workers=args.workers, seed=args.seed, dtype=args.dtype)
+
+    marks: dict[str, float] = {}
+
+    def timed_collect(*a, **k):  # the step's wall clock starts when its rollout does
+        marks["step_start"] = time.monotonic()
+        return collect(*a, **k)
+
+    ctx.on_step = lambda step, stats: marks.setdefault("step_end", time.monotonic())
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.monotonic()
+    train_rl(str(init), algo, tasks, [], ctx, rl=rl, trainer=trainer, objective=Objective(collect=timed_collect))
+    run_s = time.monotonic() - t0
+
+    step = lines(run_dir / "steps.jsonl")[-1]
+    rows = [r for r in lines(run_dir / "rollouts.jsonl") if r["step"] == step["step"]]
+    by_id = {t.id: t for t in tasks}
+    prompt_tokens = {tid: render_prompt(by_id[tid], "vectors", _tokenizer(init), args.max_prompt_tokens).n_tokens
+                     for tid in {r["task_id"] for r in rows}}
+    generated = sum(r["completion_tokens"] for r in rows)
+    trained = 0 if step.get("update_skipped") else sum(prompt_tokens[r["task_id"]] + r["completion_tokens"]
+                                                       for r in rows)
+    gen_s, sim_s, upd_s = step["generation_s"], step["simulation_s"], step["update_s"]
+    step_s = marks["step_end"] - marks["step_start"]
+    gen_tps, upd_tps = generated / gen_s, trained / upd_s
+    gen_flops, upd_flops = 2 * n_params * gen_tps, 6 * n_params * upd_tps
+    if args.device == "cuda":
+        peak_mem, mem_what = torch.cuda.max_memory_allocated(), "torch.cuda.max_memory_allocated"
+    else:
+        peak_mem, mem_what = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "peak RSS"
+    device = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+
+    print(f"model: Qwen3 random init, {n_params / 1e6:.3f} M params (hidden {args.hidden}, {args.layers} layers, "
+          f"{args.heads} heads / {args.kv_heads} KV, head_dim {args.head_dim}, FFN {args.ffn}, vocab "
+          f"{_tokenizer(init).__len__()}), {args.dtype}, precision {args.precision}, on {device}")
+    print(f"step: DAPO, {args.prompts} prompts x {args.group_size} samples, max_new_tokens {args.max_new_tokens}, "
+          f"micro_batch {args.micro_batch}; {len(rows)} samples, completion length mean "
+          f"{step['completion_len_mean']:.1f} max {step['completion_len_max']}, truncated "
+          f"{step['truncated_fraction']:.2f}")
+    print(f"generation: {generated} tokens in {gen_s:.3f} s = {gen_tps:.1f} tokens/s, "
+          f"{gen_flops / 1e12:.4f} TFLOP/s, MFU {fmt_mfu(gen_flops, args.peak_flops)}")
+    print(f"update: {trained} tokens (prompt + completion) in {upd_s:.3f} s = {upd_tps:.1f} tokens/s, "
+          f"{upd_flops / 1e12:.4f} TFLOP/s, MFU {fmt_mfu(upd_flops, args.peak_flops)}")
+    other = step_s - gen_s - sim_s - upd_s
+    print(f"time split: step {step_s:.3f} s = generation {gen_s:.3f} + simulation {sim_s:.3f} + update "
+          f"{upd_s:.3f} + other {other:.3f} s")
+    print(f"outside the step: model build {build_s:.1f} s; train_rl {run_s:.1f} s in all, {run_s - step_s:.1f} s of it "
+          "outside the step (loading, Lightning setup, export)")
+    print(f"peak memory ({mem_what}): {peak_mem / 2**30:.3f} GiB")
+    print(f"peak FLOP/s for MFU: {args.peak_flops:.3g}" if args.peak_flops else "peak FLOP/s for MFU: none given")
+    result = {"params": n_params, "generation_tokens_per_s": gen_tps, "update_tokens_per_s": upd_tps,
+              "generation_mfu": gen_flops / args.peak_flops if args.peak_flops else None,
+              "update_mfu": upd_flops / args.peak_flops if args.peak_flops else None,
+              "peak_memory_bytes": peak_mem, "step_s": step_s, "generation_s": gen_s, "simulation_s": sim_s,
+              "update_s": upd_s, "generated_tokens": generated, "trained_tokens": trained, "run_dir": str(run_dir)}
+    print(json.dumps(result))
+    return result
+
+
+_TOKENIZERS: dict = {}
+
+
+def _tokenizer(path: Path):
+    from transformers import AutoTokenizer
+
+    if path not in _TOKENIZERS:
+        _TOKENIZERS[path] = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return _TOKENIZERS[path]
+
+
+if __name__ == "__main__":
+    main()
