@@ -196,6 +196,10 @@ class RLConf:
     eval_temperature: Optional[float] = None
     save_every: int = 5  # steps between resumable Lightning checkpoints
     resume: bool = True  # continue from <run>/ckpt/last.ckpt when it exists
+    # dtype of the exported hf/ policy (RL experts, OPD students); null = the trained precision, fp32
+    # (policies train fp32 masters whatever model.dtype says, and merges need the small task vectors
+    # that bf16 rounding erases). bfloat16 halves the files.
+    export_dtype: Optional[str] = None
 
 
 @dataclass

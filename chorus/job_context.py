@@ -17,7 +17,9 @@ class JobContext:
     sim: SimConfig = field(default_factory=SimConfig)
     workers: int | None = None  # parallel simulations; None = one per core
     seed: int = 0
-    dtype: str = "float32"  # the dtype models are loaded in for training and evaluation
+    # the dtype of the models not trained (reference, teachers, vLLM engine, evaluation copies); a
+    # trained policy always keeps fp32 masters (rl/run.py)
+    dtype: str = "float32"
     meta: dict = field(default_factory=dict)  # summary.json's run metadata (tracking/record.run_metadata)
     on_step: Callable[[int, dict], None] | None = None  # hears each training step's scalars
     # Long phases report here. The default only logs, so library callers need not give a run dir twice.

@@ -125,7 +125,8 @@ def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
 
 
 def job_dtype(job: str, conf: TrainConf) -> str:
-    """What the job loads models in: model.dtype for the on-policy jobs (rl, opd). SFT and merges load
+    """What the job loads its untrained models in (reference, teachers, engines, evaluation copies; the
+    trained policy keeps fp32 masters): model.dtype for the on-policy jobs (rl, opd). SFT and merges load
     float32 and refuse model.dtype (job_settings.FLOAT32): SFT trains on the CPU, and a merge's
     evaluation in bf16 would change a pool's scores against earlier runs."""
     on_policy = job == "rl" or (job == "consolidation" and conf.consolidation.name == "opd")

@@ -4,6 +4,7 @@ Only this module and the engines touch transformers' model classes; callers get 
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -68,11 +69,25 @@ def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_mo
     return get_peft_model(model, cfg)
 
 
-def export_merged(model, tokenizer, out_dir: str | Path) -> Path:
-    """Save plain Hugging Face weights (LoRA merged in when present)."""
+def export_merged(model, tokenizer, out_dir: str | Path, dtype: str | None = None) -> Path:
+    """Save plain Hugging Face weights (LoRA merged in when present), in the model's own precision or,
+    given `dtype`, in that one. The model itself is not cast: its fp32 masters may still be evaluated."""
     out = Path(out_dir)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    model.save_pretrained(out)
+    if dtype is None or _DTYPES[dtype] == model.dtype:
+        model.save_pretrained(out)
+    else:  # cast a copy of the tensors only; config.json would still name the model's dtype, so fix it
+        cast: dict[int, torch.Tensor] = {}  # one copy per storage, so tied weights stay tied (saved once)
+        state = {k: cast.setdefault(v.data_ptr(), v.to(_DTYPES[dtype])) for k, v in model.state_dict().items()}
+        model.save_pretrained(out, state_dict=state)
+        cfg = json.loads((out / "config.json").read_text())
+        cfg["dtype"] = str(_DTYPES[dtype]).removeprefix("torch.")
+        (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     tokenizer.save_pretrained(out)
     return out
+
+
+def check_dtype(dtype: str | None, key: str) -> None:
+    if dtype is not None and dtype not in _DTYPES:
+        raise ValueError(f"{key}={dtype!r} is not a dtype; use one of {sorted(_DTYPES)}")

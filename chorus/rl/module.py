@@ -40,7 +40,10 @@ class RLModule(L.LightningModule):
 
     def on_train_batch_start(self, batch, batch_idx):
         self.model.eval()
-        self.batch = self.hooks.rollout(self.global_step)
+        # Hooks run outside the precision's autocast: enter it, so the fp32 policy samples (and its
+        # old log-probs come) at the precision the update computes in (bf16-mixed on GPUs; nothing on CPU).
+        with self.trainer.precision_plugin.forward_context():
+            self.batch = self.hooks.rollout(self.global_step)
         self.model.train()
 
     def training_step(self, batch, batch_idx):

@@ -20,7 +20,7 @@ import torch
 from ..config_schema import RLConf, TrainerConf
 from ..job_context import JobContext
 from ..policy.engines import SamplingParams, make_engine
-from ..policy.models import export_merged, load_model
+from ..policy.models import check_dtype, export_merged, load_model
 from ..protocol.direct import run_direct
 from ..sim.pool import make_pool
 from ..tracking.run_dir import write_run
@@ -118,6 +118,7 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
     if algo.advantage in ("grpo", "dapo") and rl.group_size < 2:
         raise ValueError(f"rl.group_size={rl.group_size} with {algo.name}'s std-normalised advantage: a group of 1 "
                          "has no std; use rl.group_size >= 2 or rl_algo=dr_grpo")
+    check_dtype(rl.export_dtype, "rl.export_dtype")
     if rl.engine == "vllm" and rl.lora.r > 0:
         raise ValueError("rl.engine=vllm syncs full weights into the engine; use full fine-tuning (rl.lora.r=0) "
                          "or rl.engine=hf with LoRA")
@@ -134,7 +135,11 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     lora = dataclasses.asdict(rl.lora) if rl.lora.r > 0 else None
     seed, dtype = ctx.seed, ctx.dtype
     L.seed_everything(seed, workers=True, verbose=False)
-    model, tok = load_model("hf", path=init, dtype=dtype, lora=lora)
+    # The trained policy keeps fp32 master weights whatever model.dtype says: AdamW on bf16
+    # parameters rounds most small updates away (at lr 1e-6 only ~1 % of the weights moved). The
+    # trainer's precision (bf16-mixed on GPUs) autocasts the compute; ctx.dtype is for what is not
+    # trained: the reference model, a vLLM engine, teachers and evaluation copies.
+    model, tok = load_model("hf", path=init, dtype="float32", lora=lora)
     ref = None
     if algo.needs_reference and not lora:
         ref, _ = load_model("hf", path=init, dtype=dtype)
@@ -195,11 +200,13 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         if not fit.is_global_zero:
             return {}
         model.eval()
-        export = export_merged(module.model, tok, out / "hf")
+        # full precision by default: merges work on task vectors that bf16 rounding would erase
+        export = export_merged(module.model, tok, out / "hf", dtype=rl.export_dtype)
         record = {**ctx.meta, "init": init, "checkpoint": str(export), "steps": fit.global_step,
                   "resumed_from": resume, "data_position": sampler.state_dict()}
-        summary = evaluate_policy(make_engine("hf", module.model, tok) if rl.engine == "hf" else engine, tok,
-                                  eval_tasks, rl, ctx, meta=record)
+        with fit.precision_plugin.forward_context():  # the fp32 policy generates as it trained
+            summary = evaluate_policy(make_engine("hf", module.model, tok) if rl.engine == "hf" else engine, tok,
+                                      eval_tasks, rl, ctx, meta=record)
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}
 
 

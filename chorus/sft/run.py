@@ -21,7 +21,7 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
     L.seed_everything(seed, workers=True, verbose=False)
     if threads:  # default: torch's own choice, which OMP_NUM_THREADS sets
         torch.set_num_threads(threads)
-    model, tok = load_model("hf", path=str(init))
+    model, tok = load_model("hf", path=str(init), dtype="float32")  # fp32 masters, as for RL (rl/run.py)
     model.train()
     rows = [r for e in examples if (r := encode(tok, e, max_tokens)) is not None]
     if not rows:
