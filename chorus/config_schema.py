@@ -172,13 +172,19 @@ class LoraConf:
 
 @dataclass
 class RLConf:
-    steps: int = 30  # rollout iterations = optimizer steps
+    steps: int = 30  # rollout iterations (Lightning's global_step and max_steps count these)
+    # optimizer steps per rollout and pass: the rollout is cut into this many mini-batches, each with its
+    # own token-mean normaliser (DAPO/verl: several; the PPO ratio moves away from 1 after the first, so
+    # the clip acts). 1 = one step per rollout: group-baselined REINFORCE with DAPO's aggregation, whose
+    # clip never acts
+    mini_batches: int = 4
+    epochs: int = 1  # passes over the rollout (each pass: mini_batches optimizer steps)
     prompts_per_step: int = 4
     group_size: int = 8
     micro_batch: int = 8  # sequences per forward/backward
     lr: float = 2e-4
     weight_decay: float = 0.0
-    warmup_steps: int = 2
+    warmup_steps: int = 2  # rollouts of linear LR warmup (the schedule steps once per rollout)
     grad_clip: float = 1.0
     max_new_tokens: int = 256
     temperature: float = 1.0

@@ -47,8 +47,10 @@ def clipped_pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torc
     loss = aggregate(per_token, mask, mode, normalizer, max_tokens)
     m = mask.bool()
     n = m.sum().clamp(min=1)
+    dev = (ratio.detach() - 1).abs()[m]
     stats = {"clip_frac_low": float(((ratio < 1 - eps_low) & (adv < 0) & m).sum() / n),
-             "clip_frac_high": float(((ratio > 1 + eps_high) & (adv > 0) & m).sum() / n)}
+             "clip_frac_high": float(((ratio > 1 + eps_high) & (adv > 0) & m).sum() / n),
+             "ratio_dev_max": float(dev.max()) if dev.numel() else 0.0}
     return loss, stats
 
 
@@ -67,6 +69,26 @@ def step_normalizer(completion_mask: torch.Tensor, mode: str) -> float:
     if mode == "token_mean":
         return float(completion_mask.sum().clamp(min=1))
     return float(max(1, completion_mask.size(0)))
+
+
+def minibatch_slices(rows: int, n: int) -> list[slice]:
+    """`n` contiguous slices of a rollout's `rows` sequences, as even as possible (the first
+    rows % n get one more); some are empty when rows < n. One optimizer step each."""
+    if n < 1:
+        raise ValueError(f"rl.mini_batches must be >= 1, got {n}")
+    q, r = divmod(rows, n)
+    out, start = [], 0
+    for k in range(n):
+        size = q + (k < r)
+        out.append(slice(start, start + size))
+        start += size
+    return out
+
+
+def minibatch_normalizers(completion_mask: torch.Tensor, parts: list[slice], mode: str) -> list[float]:
+    """`step_normalizer` of each mini-batch (one optimizer step each) on this rank; the module sums
+    them over ranks. An empty mini-batch gets 1 (it contributes no loss)."""
+    return [step_normalizer(completion_mask[sl], mode) if completion_mask[sl].size(0) else 1.0 for sl in parts]
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0,

@@ -1,7 +1,10 @@
 """The RL LightningModule (manual optimisation). One training step = one rollout iteration:
-the rollout (generation + simulation) runs in `on_train_batch_start`, outside `training_step`;
-the step then does micro-batched forward/backward passes with one normaliser for the whole step,
-clips through `self.clip_gradients` and takes one optimizer step."""
+the rollout (generation + simulation) runs in `on_train_batch_start`, outside `training_step`.
+The step recomputes the old log-probs with the policy itself (no grad, sampling temperature), then
+takes rl.epochs x rl.mini_batches optimizer steps (DAPO/PPO): each mini-batch is micro-batched
+forward/backward passes under one normaliser for that mini-batch, clipped through
+`self.clip_gradients`. Lightning's global_step (and so max_steps, save_every, resume) counts
+rollouts; the LR schedule steps once per rollout."""
 from __future__ import annotations
 
 import time
@@ -13,7 +16,7 @@ import torch
 
 from ..config_schema import RLConf
 from .algos import RLAlgo
-from .losses import clipped_pg_loss, k3_kl, step_normalizer, token_logprobs
+from .losses import clipped_pg_loss, k3_kl, minibatch_normalizers, minibatch_slices, token_logprobs
 from .rollouts import RolloutBatch
 
 
@@ -25,6 +28,10 @@ class Hooks:
     restore: Callable[[dict], None] | None = None  # ... and restored on resume
     on_step: Callable[[int, RolloutBatch, dict], None] | None = None  # after each update, on rank 0
     sync_weights: Callable[[torch.nn.Module], None] | None = None  # a separate engine (vLLM) gets new weights
+
+
+def _no_closure():
+    return None
 
 
 class RLModule(L.LightningModule):
@@ -49,36 +56,88 @@ class RLModule(L.LightningModule):
     def training_step(self, batch, batch_idx):
         opt, sched = self.optimizers(), self.lr_schedulers()
         t0 = time.monotonic()
-        opt.zero_grad(set_to_none=True)
-        stats = self._backward(self.batch) if self.batch.input_ids.size(0) and self.batch.rows else {}
-        if stats:
-            stats["grad_norm"] = self._grad_norm()
-            self.clip_gradients(opt, gradient_clip_val=self.rl.grad_clip, gradient_clip_algorithm="norm")
-        # Without kept groups there are no gradients: the optimizer skips every parameter, but the
-        # step still counts, so a run whose groups never vary still ends.
-        opt.step()
-        sched.step()
+        b = self.batch
+        if b.input_ids.size(0) and b.rows:
+            stats = self._update(b, opt)
+        else:
+            # Without kept groups there are no gradients: the optimizer skips every parameter, but the
+            # rollout still counts, so a run whose groups never vary still ends.
+            stats = {}
+            opt.zero_grad(set_to_none=True)
+            opt.step()
+        sched.step()  # once per rollout: rl.warmup_steps counts rollouts, like rl.steps
         if self.hooks.sync_weights:
             self.hooks.sync_weights(self.model)
-        stats.update(self.batch.stats, update_s=time.monotonic() - t0, lr=sched.get_last_lr()[0],
-                     update_skipped=float(not self.batch.rows))
+        stats.update(b.stats, update_s=time.monotonic() - t0, lr=sched.get_last_lr()[0],
+                     update_skipped=float(not b.rows))
         self.log_dict({f"train/{k}": float(v) for k, v in stats.items()}, on_step=True, batch_size=1)
         if self.hooks.on_step and self.trainer.is_global_zero:
-            self.hooks.on_step(self.global_step, self.batch, stats)
+            self.hooks.on_step(self.global_step, b, stats)
 
-    def _backward(self, b: RolloutBatch) -> dict:
-        mode = self.algo.aggregation
-        # One normaliser over the step (all micro-batches, all ranks): a token-mean loss does not
-        # depend on how the batch is split. DDP averages gradients over ranks, hence the world size.
-        counts = torch.tensor([step_normalizer(b.completion_mask, mode)], device=self.device)
+    def _update(self, b: RolloutBatch, opt) -> dict:
+        """rl.epochs passes over the rollout, each cut into rl.mini_batches optimizer steps. Only the
+        last step goes through the LightningOptimizer, which counts Lightning's global_step: the others
+        go through the strategy (same precision plugin, same hooks) so that global_step, max_steps,
+        save_every and resume keep counting rollouts."""
+        old_gap = self._recompute_old_logprobs(b)
+        parts = minibatch_slices(b.input_ids.size(0), self.rl.mini_batches)
+        # One normaliser per mini-batch over its tokens on all ranks (DDP averages gradients over
+        # ranks, hence the world size): a token-mean loss does not depend on the micro-batch split.
+        counts = torch.tensor(minibatch_normalizers(b.completion_mask, parts, self.algo.aggregation),
+                              device=self.device)
         world = self.trainer.world_size
         if world > 1:
             counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
-        normalizer = float(counts) / world
-        sums = {"loss": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0, "kl": 0.0}
-        tokens = float(b.completion_mask.sum().clamp(min=1))
+        normalizers = [float(c) / world for c in counts]
+        sums = {"loss": 0.0, "grad_norm": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0,
+                "kl": 0.0, "tokens": 0.0}
+        ratio_dev_max = ratio_dev_first = 0.0
+        n_steps = self.rl.epochs * len(parts)
+        for i in range(n_steps):
+            sl = parts[i % len(parts)]
+            opt.zero_grad(set_to_none=True)
+            st = self._backward(b, sl, normalizers[i % len(parts)])
+            sums["grad_norm"] += self._grad_norm()
+            self.clip_gradients(opt, gradient_clip_val=self.rl.grad_clip, gradient_clip_algorithm="norm")
+            if i == n_steps - 1:
+                opt.step()
+            else:
+                self.trainer.strategy.optimizer_step(opt.optimizer, closure=_no_closure)
+            for k in ("loss", "clip_frac_low", "clip_frac_high", "entropy", "kl", "tokens"):
+                sums[k] += st[k]
+            ratio_dev_max = max(ratio_dev_max, st["ratio_dev_max"])
+            if i == 0:
+                ratio_dev_first = st["ratio_dev_max"]
+        tokens = max(sums.pop("tokens"), 1.0)
+        return {"loss": sums["loss"] / n_steps, "grad_norm": sums["grad_norm"] / n_steps,
+                **{k: sums[k] / tokens for k in ("clip_frac_low", "clip_frac_high", "entropy", "kl")},
+                "ratio_dev_max": ratio_dev_max, "ratio_dev_first": ratio_dev_first, "old_logprob_gap": old_gap,
+                "optimizer_steps": float(n_steps)}
+
+    @torch.no_grad()
+    def _recompute_old_logprobs(self, b: RolloutBatch) -> float:
+        """Old log-probs from the trainer's own forward pass at the sampling temperature, in the mode
+        and precision of the update (so the first mini-batch's ratio is 1), never the engine's: vLLM's
+        may be pre-temperature or from other kernels. Replaces b.old_logprobs; returns the mean
+        |engine - trainer| gap over completion tokens (a diagnostic)."""
+        old = torch.zeros(b.old_logprobs.shape, dtype=torch.float32)
         for start in range(0, b.input_ids.size(0), self.rl.micro_batch):
             sl = slice(start, start + self.rl.micro_batch)
+            ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
+            logits = self.model(input_ids=ids, attention_mask=attn).logits
+            old[sl] = token_logprobs(logits, ids, self.rl.temperature)[0].float().cpu()
+        mask = b.completion_mask.float()
+        old = old * mask
+        gap = float(((old - b.old_logprobs.float()).abs() * mask).sum() / mask.sum().clamp(min=1))
+        b.old_logprobs = old
+        return gap
+
+    def _backward(self, b: RolloutBatch, part: slice, normalizer: float) -> dict:
+        """Forward/backward of one mini-batch (rows `part` of the rollout) in rl.micro_batch slices."""
+        sums = {"loss": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0, "kl": 0.0, "tokens": 0.0,
+                "ratio_dev_max": 0.0}
+        for start in range(part.start, part.stop, self.rl.micro_batch):
+            sl = slice(start, min(start + self.rl.micro_batch, part.stop))
             ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
             mask = b.completion_mask[sl].to(self.device)
             logits = self.model(input_ids=ids, attention_mask=attn).logits
@@ -91,8 +150,9 @@ class RLModule(L.LightningModule):
             sums["clip_frac_high"] += st.get("clip_frac_high", 0.0) * n
             sums["entropy"] += float((entropy.detach() * mask).sum())
             sums["kl"] += st.get("kl_sum", 0.0)
-        return {"loss": sums["loss"], **{k: sums[k] / tokens for k in ("clip_frac_low", "clip_frac_high", "entropy",
-                                                                       "kl")}}
+            sums["tokens"] += n
+            sums["ratio_dev_max"] = max(sums["ratio_dev_max"], st.get("ratio_dev_max", 0.0))
+        return sums
 
     def micro_loss(self, b: RolloutBatch, sl: slice, ids, attn, mask, logits, logp,
                    normalizer: float) -> tuple[torch.Tensor, dict]:

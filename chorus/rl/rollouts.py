@@ -28,7 +28,9 @@ class RolloutBatch:
     input_ids: torch.Tensor  # [B, T] prompt + completion, right-padded
     attention_mask: torch.Tensor
     completion_mask: torch.Tensor  # 1 on completion tokens
-    old_logprobs: torch.Tensor  # [B, T] sampling log-probs on completion positions
+    # [B, T] the engine's sampling log-probs on completion positions; the RL module replaces them with
+    # its own forward pass at the sampling temperature before the update (RLModule._recompute_old_logprobs)
+    old_logprobs: torch.Tensor
     advantages: torch.Tensor  # [B]
     rows: list[dict]  # one per sample: task, reward, status, coverage, lengths
     stats: dict = field(default_factory=dict)

@@ -1,0 +1,111 @@
+"""Several optimizer steps per rollout (DAPO as published): mini-batch slicing and normalisers by
+hand, and the real RLModule under a real Lightning trainer on a synthetic rollout (no simulator):
+old log-probs recomputed by the policy, the clip acting only once the policy has moved, and
+global_step still counting rollouts."""
+from types import SimpleNamespace
+
+import lightning as L
+import pytest
+import torch
+
+from chorus.config_schema import RLConf
+from chorus.rl.algos import get_algo
+from chorus.rl.losses import minibatch_normalizers, minibatch_slices
+from chorus.rl.module import Hooks, RLModule
+from chorus.rl.rollouts import RolloutBatch
+
+
+def test_minibatch_slices_are_contiguous_and_even():
+    assert minibatch_slices(8, 4) == [slice(0, 2), slice(2, 4), slice(4, 6), slice(6, 8)]
+    assert minibatch_slices(7, 3) == [slice(0, 3), slice(3, 5), slice(5, 7)]
+    assert minibatch_slices(1, 2) == [slice(0, 1), slice(1, 1)]
+    with pytest.raises(ValueError, match="mini_batches"):
+        minibatch_slices(4, 0)
+
+
+def test_each_minibatch_has_its_own_normaliser_hand_computed():
+    mask = torch.tensor([[0, 1, 1, 1],   # 3 completion tokens
+                         [0, 0, 1, 0],   # 1
+                         [1, 1, 1, 1],   # 4
+                         [0, 1, 1, 0],   # 2
+                         [0, 0, 0, 1]])  # 1
+    parts = minibatch_slices(5, 2)  # rows 0-2, rows 3-4
+    assert minibatch_normalizers(mask, parts, "token_mean") == [8.0, 3.0]
+    assert minibatch_normalizers(mask, parts, "seq_mean") == [3.0, 2.0]
+    assert minibatch_normalizers(mask, minibatch_slices(1, 2), "token_mean")[1] == 1.0  # an empty one
+
+
+class TinyPolicy(torch.nn.Module):
+    """Embedding -> logits over a 7-token vocabulary, called like a transformers causal LM."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(7, 5)
+        self.out = torch.nn.Linear(5, 7)
+
+    def forward(self, input_ids, attention_mask=None):
+        return SimpleNamespace(logits=self.out(torch.tanh(self.emb(input_ids))))
+
+
+def synthetic_batch() -> RolloutBatch:
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 7, (8, 6), generator=g)
+    comp = torch.zeros(8, 6, dtype=torch.long)
+    comp[:, 2:] = 1
+    # the engine's log-probs are deliberately wrong: the module must not use them
+    engine = torch.full((8, 6), -0.5) * comp
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 1.0, -1.0])
+    return RolloutBatch(ids, torch.ones_like(ids), comp, engine, adv, rows=[{}] * 8, stats={})
+
+
+class Grads(L.Callback):
+    def __init__(self):
+        self.grads = []
+
+    def on_before_optimizer_step(self, trainer, module, optimizer):
+        self.grads.append(torch.cat([p.grad.flatten().clone() for p in module.model.parameters()]))
+
+
+def fit(mini_batches: int, eps_high: float, epochs: int = 1, rollouts: int = 1):
+    rl = RLConf(mini_batches=mini_batches, epochs=epochs, micro_batch=3, lr=0.3, warmup_steps=1, grad_clip=1e9,
+                temperature=0.7, max_new_tokens=4)
+    seen = []
+    hooks = Hooks(rollout=lambda step: synthetic_batch(), on_step=lambda step, b, st: seen.append(st))
+    module = RLModule(TinyPolicy(), get_algo("dapo", eps_high=eps_high), rl, hooks, identity={})
+    grads = Grads()
+    trainer = L.Trainer(max_steps=rollouts, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=[grads])
+    trainer.fit(module, train_dataloaders=_loader())
+    return trainer, seen, grads.grads
+
+
+def _loader():
+    return torch.utils.data.DataLoader(list(range(100)), batch_size=1)
+
+
+def test_eps_high_acts_on_the_second_minibatch_only_and_global_step_counts_rollouts():
+    t_a, stats_a, grads_a = fit(2, eps_high=0.28)
+    t_b, stats_b, grads_b = fit(2, eps_high=10.0)
+    assert t_a.global_step == t_b.global_step == 1  # one rollout, two optimizer steps
+    assert len(grads_a) == len(grads_b) == 2 and stats_a[0]["optimizer_steps"] == 2
+    # the first mini-batch: old log-probs are the policy's own, the ratio is 1, the clip cannot act
+    assert stats_a[0]["ratio_dev_first"] < 1e-5 and stats_a[0]["old_logprob_gap"] > 0.1
+    assert torch.allclose(grads_a[0], grads_b[0])
+    # the second: the policy has moved, the clip acts, and eps_high changes the gradient
+    assert stats_a[0]["ratio_dev_max"] > 0.28 and stats_a[0]["clip_frac_high"] > 0
+    assert not torch.allclose(grads_a[1], grads_b[1])
+    assert stats_b[0]["clip_frac_high"] == 0
+
+
+def test_one_minibatch_is_reinforce_the_clip_never_acts():
+    trainer, stats, grads = fit(1, eps_high=0.28)
+    assert trainer.global_step == 1 and len(grads) == 1
+    assert stats[0]["ratio_dev_max"] < 1e-5
+    assert stats[0]["clip_frac_low"] == stats[0]["clip_frac_high"] == 0
+
+
+def test_epochs_multiply_optimizer_steps_not_rollouts():
+    trainer, stats, grads = fit(2, eps_high=0.28, epochs=2, rollouts=2)
+    assert trainer.global_step == 2 and len(stats) == 2 and len(grads) == 8
+    assert all(s["optimizer_steps"] == 4 for s in stats)
