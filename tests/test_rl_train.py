@@ -135,3 +135,14 @@ def test_train_cli_job_rl_writes_the_expert_where_the_next_issue_looks(sft_xs, t
     assert "rl_algo" in (expert / ".hydra/config.yaml").read_text()
     (wandb_run,) = (expert / "wandb").glob("offline-run-*/run-*.wandb")
     assert b"reward_mean" in wandb_run.read_bytes()  # a step scalar's key, as W&B's record stores it
+
+
+def test_several_minibatches_make_the_clip_act_and_the_run_still_resumes_and_ends(sft_xs, rl_tasks, sim, tmp_path):
+    run(sft_xs, tmp_path, steps=2, mini_batches=2, rl_tasks=rl_tasks, eval_tasks=[], sim=sim)
+    steps = lines(tmp_path / "steps.jsonl")
+    updated = [s for s in steps if s["update_skipped"] == 0]
+    assert updated and all(s["optimizer_steps"] == 2 and s["ratio_dev_first"] < 1e-3 for s in updated)
+    assert any(s["clip_frac_low"] + s["clip_frac_high"] > 0 for s in updated), steps
+    resumed = run(sft_xs, tmp_path, steps=3, mini_batches=2, rl_tasks=rl_tasks, eval_tasks=[], sim=sim)
+    assert resumed["resumed_from"].endswith("last.ckpt") and resumed["steps"] == 3
+    assert [s["step"] for s in lines(tmp_path / "steps.jsonl")] == [1, 2, 3]
