@@ -1,7 +1,7 @@
 """Which settings each chorus.train job reads.
 
 A setting a job does not read must not be accepted silently: `consolidation=opd rl_algo.eps_high=0.5`
-or `job=sft trainer=gpu` would otherwise be recorded in the run's config as if they had shaped it.
+or `job=sft model.dtype=bfloat16` would otherwise be recorded in the run's config as if they had shaped it.
 The same lists decide a run's identity (tracking/identity.py) and which of a pipeline preset's
 settings reach which step, so "what a job uses" is written down once, here.
 
@@ -30,8 +30,7 @@ MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam",), "ties": ("density", "l
 TEACHERS = ("teacher_pool.name", "teacher_pool.teachers", "rl_algo.name")
 # Why a job refuses a setting people commonly pass it: (job, top-level key) -> a clause.
 UNUSED_HINTS = {
-    ("sft", "trainer"): " (SFT trains in float32 on the CPU)",
-    ("sft", "model"): " (SFT trains in float32 on the CPU)",
+    ("sft", "model"): " (SFT keeps float32 weights and evaluates in float32; trainer.precision sets its compute)",
     ("evaluate", "model"): " (only policy=model loads a model)",
     ("evaluate", "protocol"): " (only policy=model generates)",
     ("consolidation", "model"): " (merges are evaluated in float32, like earlier runs)",
@@ -40,7 +39,8 @@ UNUSED_HINTS = {
 }
 
 
-# Jobs that load models in float32 whatever model.dtype says (SFT trains on the CPU; merges are
+# Jobs that load models in float32 whatever model.dtype says (SFT keeps fp32 masters and evaluates in
+# float32, its trainer's precision autocasting the compute; merges are
 # evaluated in float32 so their scores compare with earlier runs): the model group without dtype.
 MODEL_BUT_DTYPE = ("model.name", "model.path", "model.size", "model.seed", "model.device",
                    "model.attn_implementation")
@@ -48,9 +48,13 @@ FLOAT32 = [k for k in COMMON if k != "model"] + list(MODEL_BUT_DTYPE)
 
 
 def _sft(c: dict) -> list[str]:
-    # trainer and model.dtype are job=rl / OPD settings
+    # trainer: where (and in what precision) the stage trains and evaluates; a registered checkpoint
+    # that is not evaluated runs nothing. model.dtype stays a job=rl / OPD setting.
+    stage = c["sft_stage"]
     uses = ["sft_stage", *FLOAT32]
-    return uses + list(EVALUATION) if c["sft_stage"]["evaluate"] else uses
+    if not stage.get("checkpoint") or stage["evaluate"]:
+        uses.append("trainer")
+    return uses + list(EVALUATION) if stage["evaluate"] else uses
 
 
 def _rl(c: dict) -> list[str]:

@@ -13,7 +13,7 @@ consolidation=<method> teacher_pool=<pool> merges the pool's experts or distils 
 Those are the dirs of runs with the groups' default settings. A run whose settings differ gets
 `-<8-hex hash of the differences>` appended (and `-<run_tag>` before it when set), so no two
 configurations share a dir; run.json in the dir lists the settings that identify it. A job refuses
-settings it would not use (e.g. trainer for job=sft) and keys the schema does not know.
+settings it would not use (e.g. model.dtype for job=sft) and keys the schema does not know.
 """
 from __future__ import annotations
 
@@ -63,13 +63,16 @@ def reporting(ctx: JobContext, mirror, phase: str, total: int) -> JobContext:
 
 
 def sft(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
-    from .rl.run import evaluate_checkpoint
+    from .rl.run import eval_device, evaluate_checkpoint
     from .sft.stages import run_stage
 
     stage = conf.sft_stage
-    info = run_stage(stage, inputs["init"], reporting(ctx, mirror, "sft step", stage.steps))
+    info = run_stage(stage, inputs["init"], reporting(ctx, mirror, "sft step", stage.steps), trainer=conf.trainer)
+    if not info:  # a rank other than 0 of a multi-process trainer
+        return info
     if stage.evaluate:  # the stage on the experts' held-out tasks, so stages and experts compare
-        summary = evaluate_checkpoint(info["checkpoint"], inputs["eval_tasks"], conf.rl, ctx, meta=info)
+        summary = evaluate_checkpoint(info["checkpoint"], inputs["eval_tasks"], conf.rl, ctx, meta=info,
+                                      device=eval_device(conf.trainer))
         info.update(pass_rate=summary["pass_rate"], mean_overall=summary["mean_overall"])
     return info
 
@@ -127,7 +130,8 @@ def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
 def job_dtype(job: str, conf: TrainConf) -> str:
     """What the job loads its untrained models in (reference, teachers, engines, evaluation copies; the
     trained policy keeps fp32 masters): model.dtype for the on-policy jobs (rl, opd). SFT and merges load
-    float32 and refuse model.dtype (job_settings.FLOAT32): SFT trains on the CPU, and a merge's
+    float32 and refuse model.dtype (job_settings.FLOAT32): SFT keeps fp32 masters (trainer.precision sets
+    its compute) and evaluates in float32 so stages compare across trainers, and a merge's
     evaluation in bf16 would change a pool's scores against earlier runs."""
     on_policy = job == "rl" or (job == "consolidation" and conf.consolidation.name == "opd")
     return conf.model.dtype if on_policy else "float32"

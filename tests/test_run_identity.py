@@ -91,8 +91,10 @@ def cli(module: str, *overrides, tmp_path):
     ("chorus.train", ["consolidation=ties", "consolidation.epsilon=0.3"],
      "consolidation=ties does not use consolidation.epsilon=0.3"),
     ("chorus.train", ["consolidation=opd", "rl_algo.eps_high=0.5"], "consolidation=opd does not use rl_algo.eps_high"),
-    ("chorus.train", ["job=sft", "trainer=gpu"], "job=sft does not use trainer=gpu (SFT trains in float32 on the CPU)"),
-    ("chorus.train", ["job=sft", "model.dtype=bfloat16"], "job=sft does not use model.dtype=bfloat16"),
+    ("chorus.train", ["job=sft", "sft_stage.checkpoint=/some/model", "sft_stage.evaluate=false", "trainer=gpu"],
+     "job=sft does not use trainer=gpu"),  # a registered, unevaluated checkpoint runs nothing
+    ("chorus.train", ["job=sft", "model.dtype=bfloat16"],
+     "job=sft does not use model.dtype=bfloat16 (SFT keeps float32 weights"),
     ("chorus.train", ["job=rl", "consolidation.margin=0.2"], "job=rl does not use consolidation.margin=0.2"),
     ("chorus.train", ["consolidation=soup", "model.dtype=bfloat16"], "consolidation=soup does not use model.dtype"),
     ("chorus.train", ["consolidation=opd", "consolidation.mode=pgg"], "consolidation.mode"),
@@ -109,6 +111,13 @@ def test_ignored_settings_and_bad_modes_stop_before_anything_starts(module, over
     first = next(line for line in p.stderr.splitlines() if line.strip())
     assert message in first, p.stderr
     assert not list(tmp_path.rglob("wandb")) and not list(tmp_path.rglob("run.json"))  # no logger, no run dir
+
+
+def test_sft_reads_the_trainer_it_trains_on(train_cfg):
+    _, _, out, record = train_cfg("job=sft", "trainer=gpu")
+    assert record["identity"]["trainer.accelerator"] == "gpu"
+    assert out != train_cfg("job=sft")[2]  # trained on another trainer: another run
+    assert "model.dtype" not in record["identity"]  # SFT keeps float32 weights whatever model.dtype says
 
 
 def test_train_refuses_a_dir_made_with_other_settings(train_cfg, tmp_path):

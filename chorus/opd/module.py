@@ -27,6 +27,12 @@ class OPDModule(RLModule):
             raise ValueError(f"unknown opd.divergence {opd.divergence!r}; use one of {sorted(DIVERGENCES)}")
         self.mode, self.divergence, self.beta, self.teachers = opd.mode, opd.divergence, opd.beta, teachers
 
+    def on_fit_start(self) -> None:
+        # The strategy has put the student on its device by now: the teachers score there too.
+        super().on_fit_start()
+        if self.teachers is not None:
+            self.teachers.to(self.device)
+
     def micro_loss(self, b, sl: slice, ids, attn, mask, logits, logp, normalizer: float):
         t_logp = b.teacher_logprobs[sl].to(self.device)
         stats = {"kl_sum": float(((logp.detach() - t_logp) * mask).sum())}

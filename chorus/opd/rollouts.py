@@ -23,13 +23,21 @@ class OPDBatch(RolloutBatch):
 
 
 class TeacherModels:
-    """Teachers on demand: all kept in memory, or loaded one at a time when memory is short."""
+    """Teachers on demand: all kept in memory, or loaded one at a time when memory is short; either
+    way on `device`, which the OPD module sets to the student's device when fit starts (`to`)."""
 
     def __init__(self, teachers: list[Teacher], keep_in_memory: bool = True, dtype: str = "float32",
-                 device: str = "cpu"):
+                 device: str | torch.device = "cpu"):
         self.by_name = {t.name: t for t in teachers}
-        self.keep, self.dtype, self.device = keep_in_memory, dtype, device
+        self.keep, self.dtype, self.device = keep_in_memory, dtype, torch.device(device)
         self.loaded: dict[str, torch.nn.Module] = {}
+
+    def to(self, device: str | torch.device) -> "TeacherModels":
+        """Put the teachers (those in memory now, and every one loaded later) on `device`."""
+        self.device = torch.device(device)
+        for name, model in self.loaded.items():
+            self.loaded[name] = model.to(self.device)
+        return self
 
     @contextlib.contextmanager
     def use(self, name: str):
@@ -44,6 +52,8 @@ class TeacherModels:
         finally:
             if not self.keep:
                 del model
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()  # room for the next teacher
 
 
 def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, rewards: TeacherRewards,

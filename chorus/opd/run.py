@@ -12,22 +12,23 @@ from ..policy.engines import SamplingParams
 from ..policy.models import load_model
 from ..rl.algos import OPD_ALGO
 from ..rl.rewards import reward
-from ..rl.run import Objective, train_rl
+from ..rl.run import Objective, eval_device, train_rl
 from .module import OPDModule
 from .rollouts import TeacherModels, collect_opd
 from .teachers import Teacher, TeacherRewards, check_teachers
 
 
-def online_estimator(rl: RLConf, samples: int, ctx: JobContext):
+def online_estimator(rl: RLConf, samples: int, ctx: JobContext, device=lambda: "cpu"):
     """K teacher samples per task at the training sampling settings, scored like the student's:
-    the online teacher reward. Each estimate is a `teacher rewards <name>` progress phase."""
+    the online teacher reward. Each estimate is a `teacher rewards <name>` progress phase; the
+    teacher generates on `device()` (the student's device, read when the estimate runs)."""
     from ..policy.engines import HFEngine
     from ..protocol.direct import run_direct
 
     def estimate(teacher: Teacher, tasks) -> dict[str, float]:
         phase = f"teacher rewards {teacher.name}"
         ctx.progress.start(phase, len(tasks) * samples)
-        model, tok = load_model("hf", path=teacher.checkpoint, dtype=ctx.dtype)
+        model, tok = load_model("hf", path=teacher.checkpoint, dtype=ctx.dtype, device=device())
         rows = run_direct(tasks, HFEngine(model, tok), tok, ctx.fmt, samples,
                           SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=ctx.seed),
                           ctx.sim, workers=ctx.workers, max_prompt_tokens=rl.max_prompt_tokens, progress=False,
@@ -54,9 +55,12 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
     teachers = list(pool.teachers)
     check_teachers(teachers)
     ctx.out.mkdir(parents=True, exist_ok=True)
+    # on the student's device: eval_device until fit starts, then OPDModule.on_fit_start sets each rank's own
+    models = TeacherModels(teachers, keep_in_memory=opd.teachers_in_memory or opd.mode == "direct", dtype=ctx.dtype,
+                           device=eval_device(trainer or TrainerConf()))
     rewards = TeacherRewards(teachers, [t.id for t in tasks], pool.missing,
-                             online_estimator(rl, pool.online_samples, ctx), cache=ctx.out / "teacher_rewards.jsonl")
-    models = TeacherModels(teachers, keep_in_memory=opd.teachers_in_memory or opd.mode == "direct", dtype=ctx.dtype)
+                             online_estimator(rl, pool.online_samples, ctx, device=lambda: models.device),
+                             cache=ctx.out / "teacher_rewards.jsonl")
     order = [t.name for t in teachers]
     collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
                                 micro_batch=rl.micro_batch)

@@ -2,8 +2,9 @@
 per-token log-probabilities out (trainers use both).
 
 `hf`: transformers `generate` (batched, KV cache, sampling parameters, stop once a fenced block
-closes). `vllm`: the same interface on vLLM for GPUs, optional. On CPU the HF engine uses one
-torch thread by default, so a simulator process can use the other core.
+closes). `vllm`: the same interface on vLLM for GPUs, optional. When the model sits on the CPU the
+HF engine uses one torch thread by default, so a simulator process can use the other core; on an
+accelerator it leaves torch's threads alone (`generation_threads`).
 """
 from __future__ import annotations
 
@@ -36,17 +37,30 @@ def _fence_closed(text: str) -> bool:
     return len(fences) >= 2 and text.rstrip().endswith(fences[-1].strip())
 
 
+def generation_threads(device, threads: int | None) -> int | None:
+    """The torch thread count to set before generating on `device`: `threads` for CPU generation,
+    None (leave torch alone) on an accelerator or when `threads` is unset."""
+    return threads if threads and torch.device(device).type == "cpu" else None
+
+
 class HFEngine:
     def __init__(self, model, tokenizer, threads: int | None = 1):
-        self.model, self.tok = model, tokenizer
-        if threads and next(model.parameters()).device.type == "cpu":
-            torch.set_num_threads(threads)
+        # The device is read at each generate call, not here: a trainer moves the model after the
+        # engine is made (onto the GPU at fit start, back to the CPU at teardown).
+        self.model, self.tok, self.threads = model, tokenizer, threads
+        self._apply_threads()
+
+    def _apply_threads(self) -> None:
+        n = generation_threads(next(self.model.parameters()).device, self.threads)
+        if n and torch.get_num_threads() != n:
+            torch.set_num_threads(n)
 
     @torch.no_grad()
     def generate(self, prompts: list[str], n: int = 1, params: SamplingParams = SamplingParams()) -> list[list[Generation]]:
         """`n` samples for each prompt; result[i][j] is sample j of prompt i."""
         from transformers import StoppingCriteria, StoppingCriteriaList
 
+        self._apply_threads()
         tok, device = self.tok, next(self.model.parameters()).device
         expanded = [p for p in prompts for _ in range(n)]
         batch = tok(expanded, return_tensors="pt", padding=True, add_special_tokens=False).to(device)

@@ -16,6 +16,7 @@ from typing import Callable
 
 import lightning as L
 import torch
+from omegaconf import OmegaConf
 
 from ..config_schema import RLConf, TrainerConf
 from ..job_context import JobContext
@@ -94,10 +95,11 @@ def eval_sampling(rl: RLConf, seed: int) -> SamplingParams:
     return SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=temperature, seed=seed + 1)
 
 
-def evaluate_checkpoint(checkpoint: str, tasks, rl: RLConf, ctx: JobContext, *, meta: dict | None = None) -> dict:
-    """Score a saved checkpoint (loaded in ctx.dtype) on held-out tasks into the run dir: per_task +
-    summary.json with the run's metadata, `meta` and the checkpoint."""
-    model, tok = load_model("hf", path=str(checkpoint), dtype=ctx.dtype)
+def evaluate_checkpoint(checkpoint: str, tasks, rl: RLConf, ctx: JobContext, *, meta: dict | None = None,
+                        device="cpu") -> dict:
+    """Score a saved checkpoint (loaded in ctx.dtype, on `device`) on held-out tasks into the run dir:
+    per_task + summary.json with the run's metadata, `meta` and the checkpoint."""
+    model, tok = load_model("hf", path=str(checkpoint), dtype=ctx.dtype, device=device)
     return evaluate_policy(make_engine("hf", model, tok), tok, tasks, rl, ctx,
                            meta={**ctx.meta, **(meta or {}), "checkpoint": str(checkpoint)})
 
@@ -204,10 +206,30 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         export = export_merged(module.model, tok, out / "hf", dtype=rl.export_dtype)
         record = {**ctx.meta, "init": init, "checkpoint": str(export), "steps": fit.global_step,
                   "resumed_from": resume, "data_position": sampler.state_dict()}
+        if rl.engine == "hf":  # Lightning's teardown put the module back on the CPU: evaluate where it trained
+            module.model.to(eval_device(trainer))
         with fit.precision_plugin.forward_context():  # the fp32 policy generates as it trained
             summary = evaluate_policy(make_engine("hf", module.model, tok) if rl.engine == "hf" else engine, tok,
                                       eval_tasks, rl, ctx, meta=record)
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}
+
+
+def eval_device(trainer: TrainerConf, cuda_available: bool | None = None) -> torch.device:
+    """The device rank 0 trains on, where evaluations and teachers belong: the first CUDA device
+    `trainer.devices` names when the accelerator is a GPU (cuda, gpu, or auto with CUDA present),
+    else the CPU. Lightning moves the module back to the CPU at the end of fit; the final evaluation
+    moves the policy here again rather than generating on the CPU."""
+    accel = str(trainer.accelerator).lower()
+    if cuda_available is None:
+        cuda_available = torch.cuda.is_available()
+    if accel not in ("cuda", "gpu") and not (accel == "auto" and cuda_available):
+        return torch.device("cpu")
+    devices = trainer.devices
+    if isinstance(devices, str) and "," in devices:  # Lightning's "1,3" (or "2,") names device indices
+        devices = [int(d) for d in devices.split(",") if d.strip()]
+    if isinstance(devices, (list, tuple)) or OmegaConf.is_list(devices):
+        return torch.device("cuda", int(list(devices)[0]))
+    return torch.device("cuda", 0)  # a count (or "auto", -1) starts at device 0
 
 
 def _lightning(rl: RLConf, trainer: TrainerConf, out: Path, ckpt_dir: Path) -> L.Trainer:

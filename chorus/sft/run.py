@@ -8,6 +8,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from ..config_schema import TrainerConf
 from ..policy.models import export_merged, load_model
 from .data import Example
 from .dataset import Collator, encode
@@ -16,8 +17,11 @@ from .module import SFTModule
 
 def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: int = 100, batch_size: int = 4,
               lr: float = 1e-3, max_tokens: int = 4096, seed: int = 0, warmup_steps: int = 10,
-              grad_clip: float = 1.0, threads: int | None = None, accelerator: str = "cpu", on_step=None) -> dict:
-    """Fine-tune the checkpoint at `init` for `steps` optimizer steps; returns losses and the export path."""
+              grad_clip: float = 1.0, threads: int | None = None, trainer: TrainerConf | None = None,
+              on_step=None) -> dict:
+    """Fine-tune the checkpoint at `init` for `steps` optimizer steps on `trainer`'s accelerator,
+    devices, strategy and precision (default: the CPU in float32); returns losses and the export path
+    (on rank 0; other ranks of a multi-process strategy return {})."""
     L.seed_everything(seed, workers=True, verbose=False)
     if threads:  # default: torch's own choice, which OMP_NUM_THREADS sets
         torch.set_num_threads(threads)
@@ -30,9 +34,20 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
     loader = DataLoader(rows, batch_size=batch_size, shuffle=True, collate_fn=Collator(tok.pad_token_id),
                         generator=torch.Generator().manual_seed(seed))
     module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps, on_step=on_step)
-    trainer = L.Trainer(max_steps=steps, accelerator=accelerator, devices=1, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        gradient_clip_val=grad_clip, default_root_dir=str(out_dir))
-    trainer.fit(module, loader)
+    fit = sft_trainer(trainer or TrainerConf(), steps, grad_clip, out_dir)
+    fit.fit(module, loader)
+    if fit.interrupted:
+        raise KeyboardInterrupt
+    if not fit.is_global_zero:
+        return {}
     export = export_merged(module.model, tok, Path(out_dir) / "hf")
     return {"losses": module.losses, "checkpoint": str(export), "examples": len(rows)}
+
+
+def sft_trainer(trainer: TrainerConf, steps: int, grad_clip: float, out_dir: str | Path) -> L.Trainer:
+    """SFT's Lightning trainer on the job's `trainer` settings (conf/trainer: cpu, gpu, ddp, fsdp). The
+    model keeps fp32 master weights; `trainer.precision` (bf16-mixed on GPUs) sets the compute."""
+    return L.Trainer(max_steps=steps, accelerator=trainer.accelerator, devices=trainer.devices,
+                     num_nodes=trainer.num_nodes, strategy=trainer.strategy, precision=trainer.precision,
+                     logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                     enable_model_summary=False, gradient_clip_val=grad_clip, default_root_dir=str(out_dir))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from ..config_schema import SFTStageConf
+from ..config_schema import SFTStageConf, TrainerConf
 from ..job_context import JobContext
 from ..policy.models import resolve_path
 from ..tracking.identity import variants
@@ -62,7 +62,7 @@ def resolve_init(init: str | None, model: dict, runs_dir: str | Path) -> str:
     return str(init)
 
 
-def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext) -> dict[str, float]:
+def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext, device="cpu") -> dict[str, float]:
     """Coverage the starting model reaches on each task (one direct sample): the worst-state signal."""
     from ..policy.engines import HFEngine, SamplingParams
     from ..policy.models import load_model
@@ -70,16 +70,20 @@ def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext) -> 
 
     phase = "current coverage"
     ctx.progress.start(phase, len(tasks))
-    model, tok = load_model("hf", path=init)
+    model, tok = load_model("hf", path=init, device=device)
     rows = run_direct(tasks, HFEngine(model, tok), tok, ctx.fmt, 1, SamplingParams(max_new_tokens=stage.max_new_tokens),
                       ctx.sim, workers=ctx.workers, max_prompt_tokens=stage.max_prompt_tokens, progress=False,
                       on_progress=ctx.progress.callback(phase))
     return {r["task_id"]: r["overall"] or 0.0 for r in rows}
 
 
-def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext) -> dict:
-    """Train (or, with stage.checkpoint, register) one stage from `init` into the run dir. SFT trains
-    in float32 on the CPU (ctx.dtype is not read); ctx.on_step hears each step's loss."""
+def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: TrainerConf | None = None) -> dict:
+    """Train (or, with stage.checkpoint, register) one stage from `init` into the run dir on `trainer`
+    (default: the CPU). SFT keeps float32 master weights (ctx.dtype is not read; trainer.precision sets
+    the compute); ctx.on_step hears each step's loss. Ranks other than 0 return {}."""
+    from ..rl.run import eval_device
+
+    trainer = trainer or TrainerConf()
     check_stage(stage.name)
     out = ctx.out
     if stage.checkpoint:
@@ -95,11 +99,13 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext) -> dict:
                               prompt=lambda t: fit_messages(t, ctx.fmt, tok, stage.max_prompt_tokens)[0])
     examples = [e for e in examples if e.kind in stage.kinds]
     if stage.prioritised:
-        weights = task_weights(current_coverage(init, tasks, stage, ctx))
+        weights = task_weights(current_coverage(init, tasks, stage, ctx, device=eval_device(trainer)))
         examples = prioritised_sample(examples, weights, k=stage.steps * stage.batch_size, seed=ctx.seed)
     result = train_sft(init, examples, out, steps=stage.steps, batch_size=stage.batch_size, lr=stage.lr,
                        max_tokens=stage.max_tokens, seed=ctx.seed, warmup_steps=stage.warmup_steps,
-                       on_step=ctx.on_step)
+                       trainer=trainer, on_step=ctx.on_step)
+    if not result:  # not rank 0: rank 0 exports and records the stage
+        return {}
     info = {"stage": stage.name, "init": init, "checkpoint": result["checkpoint"], "examples": result["examples"],
             "first_loss": result["losses"][0], "last_loss": result["losses"][-1], "external": False}
     (out / "stage.json").write_text(json.dumps(info, indent=2))
