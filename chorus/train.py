@@ -42,15 +42,17 @@ register_configs()
 
 
 # Each job is (inputs, run): `inputs` resolves and checks everything that can fail cheaply (checkpoints,
-# task sets) so that a bad setting stops before the W&B run or any model starts; `run` does the work.
+# task sets, merge arguments) so that a bad setting stops before the W&B run or any model starts; `run`
+# does the work. Both read the typed config; `c` (the same settings as plain data) is what the task
+# loader and model resolver take as keyword arguments.
 
-def sft_inputs(c: dict) -> dict:
+def sft_inputs(c: dict, conf: TrainConf) -> dict:
     from .sft.stages import check_stage, resolve_init
 
-    stage = c["sft_stage"]
-    check_stage(stage["name"])
-    init = None if stage["checkpoint"] else resolve_init(stage["init"], c["model"], c["runs_dir"])
-    return {"init": init, "eval_tasks": rl_task_sets(c["rl"], only="eval_tasks")[0] if stage["evaluate"] else None}
+    stage = conf.sft_stage
+    check_stage(stage.name)
+    init = None if stage.checkpoint else resolve_init(stage.init, c["model"], conf.runs_dir)
+    return {"init": init, "eval_tasks": rl_task_sets(c["rl"], only="eval_tasks")[0] if stage.evaluate else None}
 
 
 def reporting(ctx: JobContext, mirror, phase: str, total: int) -> JobContext:
@@ -77,12 +79,11 @@ def sft(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     return info
 
 
-def rl_inputs(c: dict) -> dict:
+def rl_inputs(c: dict, conf: TrainConf) -> dict:
     from .sft.stages import stage_init_checkpoint
 
     tasks, eval_tasks = rl_task_sets(c["rl"])
-    stage = c["sft_stage"]
-    init = stage_init_checkpoint(stage["name"], stage["checkpoint"], c["runs_dir"])
+    init = stage_init_checkpoint(conf.sft_stage.name, conf.sft_stage.checkpoint, conf.runs_dir)
     return {"init": init, "tasks": tasks, "eval_tasks": eval_tasks}
 
 
@@ -96,21 +97,23 @@ def rl(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
                     reporting(ctx, mirror, "rl step", conf.rl.steps), rl=conf.rl, trainer=conf.trainer)
 
 
-def consolidation_inputs(c: dict) -> dict:
+def consolidation_inputs(c: dict, conf: TrainConf) -> dict:
+    from .merge.run import merge_options
     from .merge.stream import check_merge
-    from .opd.teachers import Teacher, check_teachers
+    from .opd.teachers import check_teachers
 
-    cons, teachers = c["consolidation"], [Teacher(**t) for t in c["teacher_pool"]["teachers"]]
+    cons, teachers = conf.consolidation, conf.teacher_pool.teachers
     check_teachers(teachers)
     experts = [t.checkpoint for t in teachers]
-    if cons["name"] in MERGE_OPTIONS:
-        base = c["teacher_pool"]["base"]
-        if cons["name"] != "soup" and not (base and (Path(base) / "config.json").exists()):
-            raise ValueError(f"teacher_pool.base={base} has no checkpoint; {cons['name']} takes task vectors "
+    if cons.name in MERGE_OPTIONS:
+        base = conf.teacher_pool.base
+        if cons.name != "soup" and not (base and (Path(base) / "config.json").exists()):
+            raise ValueError(f"teacher_pool.base={base} has no checkpoint; {cons.name} takes task vectors "
                              "against the SFT init: train sft/stage0 first or point teacher_pool.base at it")
-        check_merge(cons["name"], experts, base, cons["weights"], {k: cons[k] for k in MERGE_OPTIONS[cons["name"]]})
-    elif cons["student"] == "soup":
-        check_merge("soup", experts, weights=cons["weights"])
+        options = merge_options(cons)
+        check_merge(cons.name, experts, base, options.pop("weights"), options)
+    elif cons.student == "soup":
+        check_merge("soup", experts, weights=cons.weights)
     tasks, eval_tasks = rl_task_sets(c["rl"])
     return {"teachers": teachers, "tasks": tasks, "eval_tasks": eval_tasks}
 
@@ -206,8 +209,8 @@ def main(cfg: DictConfig) -> None:
         out, record = job_run_dir(c, job)
         check_reuse(out, record)
         prepare, run = JOBS[job]
-        inputs = prepare(c)
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
+        inputs = prepare(c, conf)
         ctx = JobContext(out, fmt, sim, workers=workers, seed=conf.seed, dtype=job_dtype(job, conf),
                          meta=metadata(c, job), progress=Progress(out))
         write_record(out, {**record, "overrides": overrides})
