@@ -33,15 +33,16 @@ UNUSED_HINTS = {
     ("sft", "model"): " (SFT keeps float32 weights and evaluates in float32; trainer.precision sets its compute)",
     ("evaluate", "model"): " (only policy=model loads a model)",
     ("evaluate", "protocol"): " (only policy=model generates)",
-    ("consolidation", "model"): " (merges are evaluated in float32, like earlier runs)",
+    ("consolidation", "model"): " (merges are evaluated like the experts: float32 weights, trainer.precision "
+                                "sets the compute)",
     ("consolidation", "rl_algo"): " (rl_algo only selects the experts the teacher pool reads; OPD's own clip "
                                   "range is fixed in rl/algos.py)",
 }
 
 
-# Jobs that load models in float32 whatever model.dtype says (SFT keeps fp32 masters and evaluates in
-# float32, its trainer's precision autocasting the compute; merges are
-# evaluated in float32 so their scores compare with earlier runs): the model group without dtype.
+# Jobs that load models in float32 whatever model.dtype says: SFT keeps fp32 masters, and SFT stages and
+# merges are evaluated as a trained expert is (float32 weights, trainer.precision autocasting the
+# compute on the trainer's device), so every row of a table compares: the model group without dtype.
 MODEL_BUT_DTYPE = ("model.name", "model.path", "model.size", "model.seed", "model.device",
                    "model.attn_implementation")
 FLOAT32 = [k for k in COMMON if k != "model"] + list(MODEL_BUT_DTYPE)
@@ -64,7 +65,8 @@ def _rl(c: dict) -> list[str]:
 
 def _merge(c: dict) -> list[str]:
     method = c["consolidation"]["name"]
-    uses = [*FLOAT32, *EVALUATION, *TEACHERS, "consolidation.name", "consolidation.weights",
+    # trainer: the merge is evaluated on its device and precision, like the experts it merges
+    uses = [*FLOAT32, *EVALUATION, *TEACHERS, "trainer", "consolidation.name", "consolidation.weights",
             *(f"consolidation.{k}" for k in MERGE_OPTIONS[method])]
     return uses + ["teacher_pool.base"] if method != "soup" else uses
 

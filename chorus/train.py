@@ -65,7 +65,7 @@ def reporting(ctx: JobContext, mirror, phase: str, total: int) -> JobContext:
 
 
 def sft(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
-    from .rl.run import eval_device, evaluate_checkpoint
+    from .rl.run import evaluate_checkpoint
     from .sft.stages import run_stage
 
     stage = conf.sft_stage
@@ -74,7 +74,7 @@ def sft(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
         return info
     if stage.evaluate:  # the stage on the experts' held-out tasks, so stages and experts compare
         summary = evaluate_checkpoint(info["checkpoint"], inputs["eval_tasks"], conf.rl, ctx, meta=info,
-                                      device=eval_device(conf.trainer))
+                                      trainer=conf.trainer)
         info.update(pass_rate=summary["pass_rate"], mean_overall=summary["mean_overall"])
     return info
 
@@ -124,7 +124,7 @@ def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
 
     cons, pool = conf.consolidation, conf.teacher_pool
     if cons.name in MERGE_OPTIONS:
-        return merge_and_evaluate(cons, pool, inputs["eval_tasks"], conf.rl, ctx)
+        return merge_and_evaluate(cons, pool, inputs["eval_tasks"], conf.rl, ctx, trainer=conf.trainer)
     student = resolve_student(cons.student, inputs["teachers"], conf.runs_dir, ctx.out, cons.weights)
     return train_opd(student, pool, inputs["tasks"], inputs["eval_tasks"],
                      reporting(ctx, mirror, "opd step", conf.rl.steps), opd=cons, rl=conf.rl, trainer=conf.trainer)
@@ -133,9 +133,9 @@ def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
 def job_dtype(job: str, conf: TrainConf) -> str:
     """What the job loads its untrained models in (reference, teachers, engines, evaluation copies; the
     trained policy keeps fp32 masters): model.dtype for the on-policy jobs (rl, opd). SFT and merges load
-    float32 and refuse model.dtype (job_settings.FLOAT32): SFT keeps fp32 masters (trainer.precision sets
-    its compute) and evaluates in float32 so stages compare across trainers, and a merge's
-    evaluation in bf16 would change a pool's scores against earlier runs."""
+    float32 and refuse model.dtype (job_settings.FLOAT32): SFT keeps fp32 masters, and SFT stages and
+    merges are evaluated like the experts' final evaluation, float32 weights under trainer.precision on
+    the trainer's device, so every row of a table is computed alike."""
     on_policy = job == "rl" or (job == "consolidation" and conf.consolidation.name == "opd")
     return conf.model.dtype if on_policy else "float32"
 

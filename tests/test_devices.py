@@ -124,3 +124,41 @@ def test_sft_trainer_on_the_cpu_takes_the_precision(tmp_path):
     fit = sft_run.sft_trainer(TrainerConf(precision="bf16-mixed"), steps=1, grad_clip=1.0, out_dir=tmp_path)
     assert type(fit.accelerator).__name__ == "CPUAccelerator" and fit.precision == "bf16-mixed"
     assert sft_run.sft_trainer(TrainerConf(), 1, 1.0, tmp_path).precision == "32-true"
+
+
+@pytest.mark.parametrize("precision, autocast, weights", [("32-true", None, torch.float32),
+                                                           ("bf16-mixed", torch.bfloat16, torch.float32),
+                                                           ("bf16-true", None, torch.bfloat16)])
+def test_checkpoint_evaluations_run_as_the_trainer_computes(sft_xs, eval_tasks, sim, tmp_path, monkeypatch,
+                                                             precision, autocast, weights):
+    """SFT stages and merges are scored by evaluate_checkpoint: on eval_device(trainer) and under
+    trainer.precision's plugin, as a trained expert's final evaluation runs inside fit (it used to load
+    on the CPU in float32 whatever the trainer said)."""
+    seen = {}
+    monkeypatch.setattr(rl_run, "eval_device", lambda trainer: seen.setdefault("trainer", trainer) and
+                        torch.device("cpu"))
+
+    def fake_evaluate(engine, tok, tasks, rl, ctx, **kw):
+        on = torch.is_autocast_enabled("cpu")
+        seen.update(autocast=torch.get_autocast_dtype("cpu") if on else None,
+                    weights=next(engine.model.parameters()).dtype)
+        return {"pass_rate": 0.0, "mean_overall": 0.0}
+    monkeypatch.setattr(rl_run, "evaluate_policy", fake_evaluate)
+    trainer = TrainerConf(precision=precision)
+    rl_run.evaluate_checkpoint(str(sft_xs), eval_tasks, rl_settings(), context(tmp_path, sim), trainer=trainer)
+    assert seen == {"trainer": trainer, "autocast": autocast, "weights": weights}
+    assert not torch.is_autocast_enabled("cpu")  # the context ends with the evaluation
+
+
+def test_merges_are_evaluated_on_the_trainer(monkeypatch, tmp_path):
+    from chorus.config_schema import ConsolidationConf, TeacherPoolConf
+    from chorus.merge import run as merge_run
+
+    seen = {}
+    monkeypatch.setattr(merge_run, "merge_checkpoints", lambda *a, **kw: {"checkpoint": "merged"})
+    monkeypatch.setattr(merge_run, "evaluate_checkpoint", lambda *a, **kw: seen.update(kw) or {})
+    trainer = TrainerConf(accelerator="gpu", precision="bf16-mixed")
+    pool = TeacherPoolConf(teachers=[Teacher(name="a", checkpoint="a"), Teacher(name="b", checkpoint="b")])
+    merge_run.merge_and_evaluate(ConsolidationConf(name="soup"), pool, [], rl_settings(),
+                                 context(tmp_path, None), trainer=trainer)
+    assert seen["trainer"] is trainer

@@ -1,7 +1,7 @@
 """Merge a teacher pool into one checkpoint and evaluate it like any run."""
 from __future__ import annotations
 
-from ..config_schema import ConsolidationConf, RLConf, TeacherPoolConf
+from ..config_schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
 from ..job_context import JobContext
 from ..job_settings import MERGE_OPTIONS
 from ..rl.run import evaluate_checkpoint
@@ -15,11 +15,12 @@ def merge_options(cons: ConsolidationConf) -> dict:
 
 
 def merge_and_evaluate(cons: ConsolidationConf, pool: TeacherPoolConf, eval_tasks, rl: RLConf,
-                       ctx: JobContext) -> dict:
+                       ctx: JobContext, trainer: TrainerConf | None = None) -> dict:
     """Merge the pool's experts with cons.name (task vectors against pool.base) into <run dir>/hf and
-    evaluate the result on the held-out tasks as rl.eval_* says."""
+    evaluate the result on the held-out tasks as rl.eval_* says, on `trainer`'s device and precision
+    (the merge itself streams tensors on the CPU)."""
     ctx.progress.start("merge", 1)  # streamed tensor by tensor; minutes for billion-parameter experts
     info = merge_checkpoints(cons.name, [t.checkpoint for t in pool.teachers], ctx.out / "hf", base=pool.base,
                              **merge_options(cons))
     ctx.progress.update("merge", 1, 1)
-    return evaluate_checkpoint(info["checkpoint"], eval_tasks, rl, ctx, meta=info)
+    return evaluate_checkpoint(info["checkpoint"], eval_tasks, rl, ctx, meta=info, trainer=trainer)

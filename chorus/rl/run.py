@@ -96,12 +96,28 @@ def eval_sampling(rl: RLConf, seed: int) -> SamplingParams:
 
 
 def evaluate_checkpoint(checkpoint: str, tasks, rl: RLConf, ctx: JobContext, *, meta: dict | None = None,
-                        device="cpu") -> dict:
-    """Score a saved checkpoint (loaded in ctx.dtype, on `device`) on held-out tasks into the run dir:
-    per_task + summary.json with the run's metadata, `meta` and the checkpoint."""
+                        trainer: TrainerConf | None = None) -> dict:
+    """Score a saved checkpoint on held-out tasks into the run dir (per_task + summary.json with the
+    run's metadata, `meta` and the checkpoint). It runs where and as `trainer` computes: loaded in
+    ctx.dtype on eval_device(trainer), converted and run under trainer.precision's plugin, which is
+    how a trained policy's final evaluation runs inside fit, so SFT stages, experts and merges in one
+    table are evaluated alike (fp32 weights, bf16 compute under bf16-mixed)."""
+    trainer = trainer or TrainerConf()
+    device = eval_device(trainer)
+    precision = evaluation_precision(trainer, device)
     model, tok = load_model("hf", path=str(checkpoint), dtype=ctx.dtype, device=device)
-    return evaluate_policy(make_engine("hf", model, tok), tok, tasks, rl, ctx,
-                           meta={**ctx.meta, **(meta or {}), "checkpoint": str(checkpoint)})
+    model = precision.convert_module(model)
+    with precision.forward_context():
+        return evaluate_policy(make_engine("hf", model, tok), tok, tasks, rl, ctx,
+                               meta={**ctx.meta, **(meta or {}), "checkpoint": str(checkpoint)})
+
+
+def evaluation_precision(trainer: TrainerConf, device: torch.device):
+    """Lightning's precision plugin for trainer.precision on `device` (one device: evaluation does not
+    shard), built the way fit builds it, so '16-mixed' on a CPU is refused as training would refuse it."""
+    accelerator, devices = ("cuda", [device.index or 0]) if device.type == "cuda" else ("cpu", 1)
+    return L.Trainer(accelerator=accelerator, devices=devices, precision=trainer.precision, logger=False,
+                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False).precision_plugin
 
 
 @dataclass
