@@ -4,9 +4,10 @@ Only vLLM's public API is used: `LLM(...)`, `LLM.generate`, `LLM.collective_rpc`
 extension (`worker_extension_cls`, the hook vLLM's RLHF examples, TRL and verl use to reach the
 model inside vLLM's worker) and `LLM.reset_prefix_cache`.
 
-Why vLLM >= 0.10.2: `logprobs_mode` came in 0.10.0, but only from 0.10.2 on do
-"processed_logprobs" come after temperature and top-k/top-p (the distribution actually sampled);
-the default, "raw_logprobs", is the model's distribution before temperature. The RL update
+Why vLLM >= 0.10.2: `logprobs_mode` came in 0.10.0, whose "processed_logprobs" were still taken
+before temperature; 0.10.2's sampler takes them after temperature and top-k/top-p (the
+distribution actually sampled; 0.10.1 unchecked). The default, "raw_logprobs", is the model's
+distribution before temperature. The RL update
 recomputes old log-probs with the trainer's own forward pass, so the engine's are a diagnostic
 (`old_logprob_gap`) and for evaluations, but they must still be the sampled distribution's.
 
