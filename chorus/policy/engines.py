@@ -2,9 +2,11 @@
 per-token log-probabilities out (trainers use both).
 
 `hf`: transformers `generate` (batched, KV cache, sampling parameters, stop once a fenced block
-closes). `vllm`: the same interface on vLLM for GPUs, optional. When the model sits on the CPU the
-HF engine uses one torch thread by default, so a simulator process can use the other core; on an
-accelerator it leaves torch's threads alone (`generation_threads`).
+closes). `vllm`: the same interface on vLLM for GPUs, optional, in vllm_engine.py (vllm>=0.10.2,
+public API only; `sync_weights` loads the trainer's weights, then resets vLLM's prefix cache).
+When the model sits on the CPU the HF engine uses one torch thread by default, so a simulator
+process can use the other core; on an accelerator it leaves torch's threads alone
+(`generation_threads`).
 """
 from __future__ import annotations
 
@@ -97,57 +99,6 @@ class HFEngine:
         return [results[i * n:(i + 1) * n] for i in range(len(prompts))]
 
 
-class VLLMEngine:
-    """The same interface on vLLM (GPU machines; `pip install vllm`). Untested on CPU-only CI."""
-
-    def __init__(self, path: str, dtype: str = "bfloat16", seed: int = 0, gpu_memory_utilization: float = 0.85, **_):
-        try:
-            from vllm import LLM
-        except ImportError:
-            raise ValueError("engine=vllm needs `pip install vllm` on a GPU machine; use engine=hf here") from None
-        import os
-
-        # RL pushes updated weights into the engine; that needs the engine core in this process.
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        self.llm = LLM(model=path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization)
-
-    def load_weights(self, named_tensors) -> None:
-        """Replace the engine's weights with the trainer's (full, unsharded tensors with HF names)."""
-        engine = self.llm.llm_engine
-        for chain in (("model_executor", "driver_worker", "model_runner", "model"),
-                      ("model_executor", "driver_worker", "worker", "model_runner", "model"),
-                      ("engine_core", "engine_core", "model_executor", "driver_worker", "worker", "model_runner",
-                       "model")):
-            obj = engine
-            for attr in chain:
-                obj = getattr(obj, attr, None)
-                if obj is None:
-                    break
-            if obj is not None:
-                obj.load_weights(named_tensors)
-                return
-        raise ValueError("this vLLM version does not expose its model in-process; run with "
-                         "VLLM_ENABLE_V1_MULTIPROCESSING=0 and tensor_parallel_size=1, or use rl.engine=hf")
-
-    def generate(self, prompts: list[str], n: int = 1, params: SamplingParams = SamplingParams()) -> list[list[Generation]]:
-        from vllm import SamplingParams as VSP
-
-        # Stop when a fenced block closes; the opening fence carries a language tag so it never matches.
-        sp = VSP(n=n, temperature=params.temperature, top_p=params.top_p,
-                 top_k=params.top_k if params.top_k > 0 else -1, max_tokens=params.max_new_tokens,
-                 seed=params.seed, logprobs=0, stop=["\n```\n"], include_stop_str_in_output=True)
-        out = []
-        for request in self.llm.generate(prompts, sp, use_tqdm=False):
-            gens = []
-            for c in request.outputs:
-                ids = list(c.token_ids)
-                lps = [float(step[t].logprob) for step, t in zip(c.logprobs or [], ids)]
-                reason = "length" if c.finish_reason == "length" else ("stop" if c.stop_reason else "eos")
-                gens.append(Generation(c.text, ids, lps, reason, len(request.prompt_token_ids or [])))
-            out.append(gens)
-        return out
-
-
 def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str = "bfloat16", seed: int = 0,
                 threads: int | None = 1):
     if kind == "hf":
@@ -155,5 +106,7 @@ def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str
     if kind == "vllm":
         if not path:
             raise ValueError("engine=vllm needs the model's path or id")
-        return VLLMEngine(path, dtype=dtype, seed=seed)
+        from .vllm_engine import VLLMEngine
+
+        return VLLMEngine.open(path, tokenizer, dtype=dtype, seed=seed, generation=Generation)
     raise ValueError(f"unknown engine {kind!r}; choose hf or vllm")

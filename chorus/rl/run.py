@@ -53,11 +53,13 @@ def model_identity(path: str, lora: dict | None) -> dict:
 
 
 def _engine_sync(engine):
+    """After each update: the trainer's full weights into the engine, which then drops its prefix
+    cache (engine.sync_weights does both, so no caller can load without the reset)."""
     def sync(model) -> None:  # full tensors even when the trainer shards the model (FSDP)
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
-        engine.load_weights(full.items())
+        engine.sync_weights(full.items())
     return sync
 
 
