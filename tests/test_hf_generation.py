@@ -95,6 +95,19 @@ def test_static_cache_decoding_gives_the_plain_path_s_tokens_text_reasons_and_lo
 
 
 @pytest.mark.slow
+def test_later_static_calls_with_another_batch_and_length_still_match_plain(fenced):
+    """transformers keeps a static cache as long as the longest call so far: a later, smaller batch
+    decodes on a cache longer than it needs, and a shorter one on a fresh cache."""
+    model, tok = fenced
+    plain = HFEngine(model, tok, generation="plain")
+    static = HFEngine(model, tok, generation="static", compile=False)
+    for prompts, tokens in ((PROMPTS, 24), (PROMPTS[1:3], 8), (PROMPTS[::-1], 30)):
+        params = SamplingParams(max_new_tokens=tokens, temperature=0)
+        a, b = plain.generate(prompts, params=params), static.generate(prompts, params=params)
+        assert [(g.token_ids, g.finish_reason) for [g] in a] == [(g.token_ids, g.finish_reason) for [g] in b]
+
+
+@pytest.mark.slow
 def test_logprobs_are_those_of_the_model_s_forward_pass(fenced):
     """Greedy log-probs equal log_softmax of a plain forward over prompt + completion."""
     model, tok = fenced

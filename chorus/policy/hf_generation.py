@@ -45,15 +45,17 @@ def decode_kwargs(mode: str, device, compile: bool | None = None) -> dict:
 
 class FenceCriteria(StoppingCriteria):
     """transformers' stopping criterion over FenceStop: one device->host copy of the new column per
-    step, and a constant all-false tensor while no row has closed a fence."""
+    step; the flags go back to the device only when another row has closed a fence."""
 
     def __init__(self, tokenizer, rows: int, width: int, device):
         self.state, self.width = FenceStop(tokenizer, rows), width
-        self.open = torch.zeros(rows, dtype=torch.bool, device=device)
+        self.flags, self.n_closed = torch.zeros(rows, dtype=torch.bool, device=device), 0
 
     def __call__(self, input_ids, scores, **kwargs):
         seen = len(self.state.ids[0]) if self.state.ids else 0
         done = list(self.state.closed)
         for column in input_ids[:, self.width + seen:].T.tolist():
             done = self.state.update(column)
-        return torch.tensor(done, device=input_ids.device) if any(done) else self.open
+        if sum(done) != self.n_closed:  # rows only ever close
+            self.flags, self.n_closed = torch.tensor(done, device=input_ids.device), sum(done)
+        return self.flags
