@@ -73,6 +73,7 @@ class HFEngine:
         batch = tok(expanded, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         width = batch["input_ids"].shape[1]
         mode = resolve_mode(self.generation, device)
+        stop = StoppingCriteriaList([FenceCriteria(tok, len(expanded), width, device)])
 
         torch.manual_seed(params.seed)
         sample = params.temperature > 0
@@ -80,13 +81,12 @@ class HFEngine:
             **batch, max_new_tokens=params.max_new_tokens, do_sample=sample,
             temperature=params.temperature if sample else None, top_p=params.top_p if sample else None,
             top_k=params.top_k if sample else None, use_cache=True, pad_token_id=tok.pad_token_id,
-            eos_token_id=tok.eos_token_id, stopping_criteria=StoppingCriteriaList([FenceCriteria(tok, len(expanded), width, device)]),
+            eos_token_id=tok.eos_token_id, stopping_criteria=stop,
             output_scores=True, return_dict_in_generate=True, **decode_kwargs(mode, device, self.compile))
-        scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+        scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
+        prompt_lens = batch["attention_mask"].sum(1).tolist()
         results = []
-        for i, seq in enumerate(out.sequences):
-            new = seq[width:].tolist()
-            lp = scores[i].tolist()
+        for i, (new, lp) in enumerate(zip(out.sequences[:, width:].tolist(), scores)):  # one copy each
             keep = len(new)
             while keep and new[keep - 1] == tok.pad_token_id and tok.pad_token_id != tok.eos_token_id:
                 keep -= 1
@@ -95,7 +95,7 @@ class HFEngine:
                 keep = new.index(tok.eos_token_id) + 1
             text = tok.decode(new[:keep], skip_special_tokens=True)
             reason = "eos" if ended_eos else ("stop" if fence_closed(text) else "length")
-            prompt_len = int(batch["attention_mask"][i].sum())
+            prompt_len = prompt_lens[i]
             results.append(Generation(text, new[:keep], [float(x) for x in lp[:keep]], reason, prompt_len))
         return [results[i * n:(i + 1) * n] for i in range(len(prompts))]
 
