@@ -26,8 +26,8 @@ Before the step (unless --no-compare), the same checkpoint (in --dtype, on --dev
 step's batch (its prompts x group size, max_new_tokens, T=1, one seed) through HFEngine twice per
 path, side by side in this process: `plain` (dynamic KV cache, eager) and `static` (static KV cache;
 on CUDA transformers compiles the decode step, CUDA graphs; on the CPU it decodes eagerly). The
-first call of each path is a warm-up (for static on CUDA: the compile) and is printed apart; the
-second is timed. Printed: tokens/s of each path = its completion tokens / its timed wall time, and
+first call of each path is a warm-up, printed apart (static: a whole call, on CUDA the compile;
+plain: 8 tokens); the second is timed. Printed: tokens/s of each path = its completion tokens / its timed wall time, and
 the ratio static / plain. The two paths need not stop at the same length under sampling, hence
 tokens/s, not time. It also replays the plain path's completions through the stop check HFEngine
 used before (whole completions decoded every step) and the incremental one (policy/fence_stop.py)
@@ -37,6 +37,7 @@ and prints the host time per decode step of each. The step itself generates with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import sys
@@ -172,11 +173,14 @@ def compare_generation(args, init: Path, tasks) -> dict:
     out: dict = {}
     for mode in ("plain", "static"):
         engine = HFEngine(model, tok, generation=mode)  # one torch thread on a CPU, as chorus generates
+        # A warm-up, then the timed call. static's warm-up is a whole call of the same shapes (on CUDA:
+        # the compile and CUDA graph capture for this batch and cache length); plain's only loads kernels.
+        warm = params if mode == "static" else dataclasses.replace(params, max_new_tokens=min(8, args.max_new_tokens))
         times, tokens = [], []
-        for _ in range(2):  # a warm-up (the compile, for static on CUDA), then the timed call
+        for p in (warm, params):
             _sync(args.device)
             t0 = time.perf_counter()
-            gens = [g for gs in engine.generate(prompts, n=args.group_size, params=params) for g in gs]
+            gens = [g for gs in engine.generate(prompts, n=args.group_size, params=p) for g in gs]
             _sync(args.device)
             times.append(time.perf_counter() - t0)
             tokens.append(sum(len(g.token_ids) for g in gens))
