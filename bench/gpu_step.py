@@ -3,6 +3,7 @@
     python bench/gpu_step.py --size tiny                       # a few hundred K params, CPU, seconds
     python bench/gpu_step.py --size 0.44b --device cuda        # hidden 1024, 28 layers, bf16 on one GPU
     python bench/gpu_step.py --hidden 512 --layers 8 --heads 8 --kv-heads 4 --ffn 1536 --device cuda
+    python bench/gpu_step.py --size 0.44b --device cuda --compare-only   # only the generation comparison
 
 The model is built from a Qwen3Config (no hub) with the tiny model's tokenizer (chorus.policy.tiny,
 built and cached by build_tiny), saved with save_pretrained into the run dir and trained by
@@ -20,10 +21,23 @@ time is measured around it (rollout start to the step's log line) and printed be
     parameter once (tied embeddings once); attention FLOPs are left out.
   - peak memory: torch.cuda.max_memory_allocated on cuda, peak RSS of this process on cpu
     (simulation workers are separate processes and not counted).
+
+Before the step (unless --no-compare), the same checkpoint (in --dtype, on --device) generates the
+step's batch (its prompts x group size, max_new_tokens, T=1, one seed) through HFEngine twice per
+path, side by side in this process: `plain` (dynamic KV cache, eager) and `static` (static KV cache;
+on CUDA transformers compiles the decode step, CUDA graphs; on the CPU it decodes eagerly). The
+first call of each path is a warm-up, printed apart (static: a whole call, on CUDA the compile;
+plain: 8 tokens); the second is timed. Printed: tokens/s of each path = its completion tokens / its timed wall time, and
+the ratio static / plain. The two paths need not stop at the same length under sampling, hence
+tokens/s, not time. It also replays the plain path's completions through the stop check HFEngine
+used before (whole completions decoded every step) and the incremental one (policy/fence_stop.py)
+and prints the host time per decode step of each. The step itself generates with --generation
+(default: rl.generation's, auto = static on CUDA, plain on the CPU).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import sys
@@ -63,6 +77,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "none on cpu, so MFU prints n/a)")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--generation", choices=["auto", "plain", "static"], default=None,
+                    help="the step's rl.generation (default: the schema's)")
+    ap.add_argument("--no-compare", action="store_true", help="skip the plain-vs-static generation comparison")
+    ap.add_argument("--compare-only", action="store_true", help="only the generation comparison, no DAPO step")
     ap.add_argument("--out", default=None, help="run dir (default: a new temporary dir, kept)")
     args = ap.parse_args(argv)
     preset = SIZES[args.size]
@@ -72,6 +90,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.head_dim is None:  # the preset's, unless hidden or heads changed: then hidden / heads
         same = (args.hidden, args.heads) == (preset["hidden"], preset["heads"])
         args.head_dim = preset["head_dim"] if same else args.hidden // args.heads
+    if args.no_compare and args.compare_only:
+        ap.error("--no-compare and --compare-only exclude each other")
     args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     if args.peak_flops is None and args.device == "cuda":
         args.peak_flops = H200_BF16_DENSE
@@ -111,6 +131,83 @@ def fmt_mfu(flops_per_s: float, peak: float | None) -> str:
     return f"{100 * flops_per_s / peak:.2f} %" if peak else "n/a"
 
 
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def replay_stop_checks(tok, completions: list[list[int]]) -> tuple[float, float, int]:
+    """Host seconds per decode step of the old stop check (every row's whole completion decoded at
+    every step) and of FenceStop, replayed over `completions` (finished rows padded, as in generate);
+    and the number of steps. Both must agree on every row's stop step (asserted)."""
+    from chorus.policy.fence_stop import FenceStop, fence_closed
+
+    steps = max(len(c) for c in completions)
+    padded = [c + [tok.pad_token_id] * (steps - len(c)) for c in completions]
+    t0 = time.perf_counter()
+    old = [[fence_closed(tok.decode(row[:k], skip_special_tokens=True)) for row in padded] for k in range(1, steps + 1)]
+    old_s = time.perf_counter() - t0
+    state = FenceStop(tok, len(padded))
+    t0 = time.perf_counter()
+    new = [state.update([row[k] for row in padded]) for k in range(steps)]
+    new_s = time.perf_counter() - t0
+    first = lambda flags: [next((k for k, f in enumerate(col) if f), None) for col in zip(*flags)]  # noqa: E731
+    if first(old) != first(new):
+        raise SystemExit("the incremental stop check disagrees with the old one; please report this")
+    return old_s / steps, new_s / steps, steps
+
+
+def compare_generation(args, init: Path, tasks) -> dict:
+    """plain vs static generation of the step's batch on the same model, side by side (module docstring)."""
+    import torch
+
+    from chorus.policy.engines import HFEngine, SamplingParams
+    from chorus.policy.models import load_model
+    from chorus.policy.prompts import render_prompt
+
+    model, tok = load_model("hf", path=str(init), dtype=args.dtype, device=args.device)
+    prompts = [render_prompt(t, "vectors", tok, args.max_prompt_tokens).text for t in tasks[:args.prompts]]
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, seed=args.seed)
+    out: dict = {}
+    for mode in ("plain", "static"):
+        engine = HFEngine(model, tok, generation=mode)  # one torch thread on a CPU, as chorus generates
+        # A warm-up, then the timed call. static's warm-up is a whole call of the same shapes (on CUDA:
+        # the compile and CUDA graph capture for this batch and cache length); plain's only loads kernels.
+        warm = params if mode == "static" else dataclasses.replace(params, max_new_tokens=min(8, args.max_new_tokens))
+        times, tokens = [], []
+        for p in (warm, params):
+            _sync(args.device)
+            t0 = time.perf_counter()
+            gens = [g for gs in engine.generate(prompts, n=args.group_size, params=p) for g in gs]
+            _sync(args.device)
+            times.append(time.perf_counter() - t0)
+            tokens.append(sum(len(g.token_ids) for g in gens))
+        out[mode] = {"warmup_s": times[0], "s": times[1], "tokens": tokens[1], "tokens_per_s": tokens[1] / times[1]}
+        if mode == "plain":
+            out["completions"] = [g.token_ids for g in gens]
+    del model, engine
+    if args.device == "cuda":
+        torch.cuda.empty_cache()
+    old_step, new_step, steps = replay_stop_checks(tok, out.pop("completions"))
+    out["ratio"] = out["static"]["tokens_per_s"] / out["plain"]["tokens_per_s"]
+    out["stop_check"] = {"old_ms_per_step": 1e3 * old_step, "new_ms_per_step": 1e3 * new_step, "steps": steps}
+    rows = len(prompts) * args.group_size
+    how = "compiled decode step (CUDA graphs)" if args.device == "cuda" else "eager (no compile off CUDA)"
+    print(f"generation side by side: {len(prompts)} prompts x {args.group_size} samples = {rows} rows, "
+          f"max_new_tokens {args.max_new_tokens}, T=1, {args.dtype} on {args.device}")
+    for mode, what in (("plain", "dynamic KV cache, eager"), ("static", f"static KV cache, {how}")):
+        r = out[mode]
+        print(f"  {mode} ({what}): {r['tokens']} tokens in {r['s']:.3f} s = {r['tokens_per_s']:.1f} tokens/s "
+              f"(warm-up call {r['warmup_s']:.3f} s)")
+    print(f"  ratio static / plain: {out['ratio']:.2f}x")
+    sc = out["stop_check"]
+    print(f"stop check host time per decode step, replayed over the plain completions ({rows} rows, {steps} steps): "
+          f"old {sc['old_ms_per_step']:.3f} ms, incremental {sc['new_ms_per_step']:.3f} ms")
+    return out
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     import torch
@@ -136,10 +233,15 @@ def main(argv=None) -> dict:
     init, n_params = build_model(args, out)
     build_s = time.monotonic() - t0
     tasks = load_tasks("generated", split="train", difficulty="easy", per_family=2, seed=0)
+    compared = None if args.no_compare else compare_generation(args, init, tasks)
+    if args.compare_only:
+        print(json.dumps({"params": n_params, "generation_compare": compared}))
+        return {"params": n_params, "generation_compare": compared}
     algo = get_algo("dapo", dynamic_sampling=False)
     rl = RLConf(steps=1, prompts_per_step=args.prompts, group_size=args.group_size, micro_batch=args.micro_batch,
                 max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens, warmup_steps=0,
-                eval_every=0, eval_samples=1, save_every=10**9, resume=False)
+                eval_every=0, eval_samples=1, save_every=10**9, resume=False,
+                **({"generation": args.generation} if args.generation else {}))
     trainer = TrainerConf(name=args.device, accelerator="gpu" if args.device == "cuda" else "cpu",
                           precision=args.precision)
     ctx = JobContext(run_dir, "vectors", SimConfig(), workers=args.workers, seed=args.seed, dtype=args.dtype)
@@ -197,7 +299,8 @@ def main(argv=None) -> dict:
               "generation_mfu": gen_flops / args.peak_flops if args.peak_flops else None,
               "update_mfu": upd_flops / args.peak_flops if args.peak_flops else None,
               "peak_memory_bytes": peak_mem, "step_s": step_s, "generation_s": gen_s, "simulation_s": sim_s,
-              "update_s": upd_s, "generated_tokens": generated, "trained_tokens": trained, "run_dir": str(run_dir)}
+              "update_s": upd_s, "generated_tokens": generated, "trained_tokens": trained, "run_dir": str(run_dir),
+              "generation_compare": compared}
     print(json.dumps(result))
     return result
 

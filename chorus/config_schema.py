@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
-from .modes import Difficulty, Divergence, Engine, LogMode, MissingRewards, OPDMode, Quality, SFTKind, Split, \
-    TeacherSource
+from .modes import Difficulty, Divergence, Engine, GenerationMode, LogMode, MissingRewards, OPDMode, Quality, \
+    SFTKind, Split, TeacherSource
 from .sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -41,6 +41,7 @@ class PolicyConf:
     name: str = "reference"
     dir: Optional[str] = None  # policy=file
     engine: Engine = Engine.hf  # policy=model
+    generation: GenerationMode = GenerationMode.plain  # policy=model, engine=hf: plain | static | auto (as rl's)
     max_new_tokens: int = 512  # policy=model
     temperature: float = 1.0  # policy=model
     top_p: float = 1.0  # policy=model
@@ -190,6 +191,10 @@ class RLConf:
     temperature: float = 1.0
     max_prompt_tokens: int = 3072
     engine: Engine = Engine.hf  # vllm is required under trainer=fsdp
+    # engine=hf (rollouts, held-out evaluations, OPD teachers): plain | static (static KV cache, compiled
+    # decoding on CUDA) | auto (static on CUDA, plain on the CPU). plain until static has been measured
+    # on a GPU: it gives plain's tokens on the CPU, but its compiled CUDA path has never run
+    generation: GenerationMode = GenerationMode.plain
     lora: LoraConf = field(default_factory=LoraConf)
     reward: RewardConfig = field(default_factory=RewardConfig)
     # the training and held-out halves of the same generated designs

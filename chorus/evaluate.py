@@ -93,7 +93,7 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
                          f"{policy['max_prompt_tokens'] + policy['max_new_tokens']} exceeds the model's context of "
                          f"{context} tokens; lower one of them")
     engine = make_engine(policy["engine"], model, tok, path=path, dtype=cfg["model"]["dtype"],
-                         seed=policy["seed"], threads=policy["threads"])
+                         seed=policy["seed"], threads=policy["threads"], generation=policy["generation"])
     params = SamplingParams(max_new_tokens=policy["max_new_tokens"], temperature=policy["temperature"],
                             top_p=policy["top_p"], top_k=policy["top_k"], seed=policy["seed"])
     return PROTOCOLS[proto_name](tasks, engine, tok, fmt, cfg["n_samples"], params, sim, fmt_options,

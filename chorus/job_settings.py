@@ -21,7 +21,7 @@ PRESETS = ("experiment",)
 COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
 # A held-out evaluation (rl.run.eval_sampling and evaluate_checkpoint read these).
 EVALUATION = ("rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature", "rl.max_new_tokens",
-              "rl.max_prompt_tokens")
+              "rl.max_prompt_tokens", "rl.generation")
 # Merge options per method: everything else under consolidation.* is refused for that method.
 MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam",), "ties": ("density", "lam"),
                  "dare": ("density", "lam", "seed"), "della": ("density", "epsilon", "lam", "seed")}
@@ -86,8 +86,8 @@ def _opd(c: dict) -> list[str]:
 
 # chorus.evaluate: each policy's own settings (the rest of `policy.*` is refused for it).
 POLICY_OPTIONS = {"reference": ("quality",), "file": ("dir",), "random": ("cycles", "seed"),
-                  "model": ("engine", "max_new_tokens", "temperature", "top_p", "top_k", "max_prompt_tokens",
-                            "threads", "seed")}
+                  "model": ("engine", "generation", "max_new_tokens", "temperature", "top_p", "top_k",
+                            "max_prompt_tokens", "threads", "seed")}
 
 
 def _evaluate(c: dict) -> list[str]:

@@ -32,6 +32,13 @@ class Engine(Choice):
     vllm = enum.auto()  # a vLLM engine (required under trainer=fsdp)
 
 
+class GenerationMode(Choice):
+    """rl.generation, policy.generation: how the hf engine decodes (policy/hf_generation.py)."""
+    auto = enum.auto()  # static on CUDA, plain elsewhere
+    plain = enum.auto()  # dynamic KV cache, eager forward (transformers' default)
+    static = enum.auto()  # static KV cache; on CUDA transformers compiles the decode step (CUDA graphs)
+
+
 class OPDMode(Choice):
     """consolidation.mode (opd)."""
     pg = enum.auto()  # per-token advantage -(log pi_student - log pi_teacher) in the clipped PG loss

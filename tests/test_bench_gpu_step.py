@@ -27,6 +27,13 @@ def test_tiny_cpu_step_prints_positive_throughput_memory_and_a_split_that_adds_u
         return float(m.group(1))
 
     assert number(rf"generation: \d+ tokens in [0-9.]+ s = {NUMBER} tokens/s") > 0
+    # plain and static generation of the same batch, side by side, and their ratio
+    plain = number(rf"  plain \(dynamic KV cache, eager\): \d+ tokens in [0-9.]+ s = {NUMBER} tokens/s")
+    static = number(rf"  static \(static KV cache, eager \(no compile off CUDA\)\): \d+ tokens in [0-9.]+ s = "
+                    rf"{NUMBER} tokens/s")
+    assert plain > 0 and static > 0
+    assert number(rf"ratio static / plain: {NUMBER}x") == pytest.approx(static / plain, rel=0.01)
+    assert number(rf"stop check host time per decode step, .*: old {NUMBER} ms") > 0
     assert number(rf"update: \d+ tokens \(prompt \+ completion\) in [0-9.]+ s = {NUMBER} tokens/s") > 0
     assert number(rf"peak memory \(peak RSS\): {NUMBER} GiB") > 0
     assert "MFU n/a" in text  # no peak FLOP/s is assumed for a CPU
@@ -38,6 +45,8 @@ def test_tiny_cpu_step_prints_positive_throughput_memory_and_a_split_that_adds_u
     assert abs(step - (gen + sim + upd)) <= max(0.5, 0.15 * step), text
     result = json.loads(text.strip().splitlines()[-1])
     assert result["params"] > 0 and result["trained_tokens"] > result["generated_tokens"] > 0
+    compared = result["generation_compare"]
+    assert compared["plain"]["tokens"] > 0 and compared["static"]["tokens"] > 0
     assert (tmp_path / "bench/run/steps.jsonl").exists()
 
 
@@ -52,6 +61,9 @@ def test_cpu_mfu_uses_a_given_peak_and_custom_shapes_derive_head_dim():
     big = gpu_step.parse_args(["--size", "0.44b", "--device", "cuda"])
     assert (big.hidden, big.layers, big.heads, big.kv_heads, big.head_dim, big.ffn) == (1024, 28, 16, 8, 128, 3072)
     assert big.peak_flops == gpu_step.H200_BF16_DENSE and big.dtype == "bfloat16"
+    assert big.generation is None and not big.no_compare  # the step uses rl.generation's default; compared
+    with pytest.raises(SystemExit):
+        gpu_step.parse_args(["--no-compare", "--compare-only"])
     custom = gpu_step.parse_args(["--size", "0.44b", "--hidden", "512", "--heads", "8"])
     assert custom.head_dim == 64 and custom.peak_flops is None
     assert gpu_step.fmt_mfu(5e11, 1e12) == "50.00 %" and gpu_step.fmt_mfu(5e11, None) == "n/a"

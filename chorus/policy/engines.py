@@ -2,17 +2,19 @@
 per-token log-probabilities out (trainers use both).
 
 `hf`: transformers `generate` (batched, KV cache, sampling parameters, stop once a fenced block
-closes). `vllm`: the same interface on vLLM for GPUs, optional, in vllm_engine.py (vllm>=0.10.2,
-public API only; `sync_weights` loads the trainer's weights, then resets vLLM's prefix cache).
-When the model sits on the CPU the HF engine uses one torch thread by default, so a simulator
-process can use the other core; on an accelerator it leaves torch's threads alone
-(`generation_threads`).
+closes; `generation` picks plain or static-cache compiled decoding, policy/hf_generation.py).
+`vllm`: the same interface on vLLM for GPUs, optional, in vllm_engine.py (vllm>=0.10.2, public API
+only; `sync_weights` loads the trainer's weights, then resets vLLM's prefix cache). When the model
+sits on the CPU the HF engine uses one torch thread by default, so a simulator process can use the
+other core; on an accelerator it leaves torch's threads alone (`generation_threads`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import torch
+
+from .fence_stop import fence_closed
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,6 @@ class Generation:
     meta: dict = field(default_factory=dict)
 
 
-def _fence_closed(text: str) -> bool:
-    fences = [ln for ln in text.splitlines() if ln.strip().startswith(("```", "~~~"))]
-    return len(fences) >= 2 and text.rstrip().endswith(fences[-1].strip())
-
-
 def generation_threads(device, threads: int | None) -> int | None:
     """The torch thread count to set before generating on `device`: `threads` for CPU generation,
     None (leave torch alone) on an accelerator or when `threads` is unset."""
@@ -46,10 +43,17 @@ def generation_threads(device, threads: int | None) -> int | None:
 
 
 class HFEngine:
-    def __init__(self, model, tokenizer, threads: int | None = 1):
+    def __init__(self, model, tokenizer, threads: int | None = 1, generation: str = "plain",
+                 compile: bool | None = None):
         # The device is read at each generate call, not here: a trainer moves the model after the
-        # engine is made (onto the GPU at fit start, back to the CPU at teardown).
+        # engine is made (onto the GPU at fit start, back to the CPU at teardown). `generation`:
+        # auto | plain | static (rl.generation, policy.generation); `compile` forces or forbids
+        # compiling the static path (None: transformers compiles it on CUDA only).
+        from .hf_generation import resolve_mode
+
+        resolve_mode(generation, "cpu")  # a bad mode fails here, not at the first rollout
         self.model, self.tok, self.threads = model, tokenizer, threads
+        self.generation, self.compile = str(generation), compile
         self._apply_threads()
 
     def _apply_threads(self) -> None:
@@ -60,18 +64,17 @@ class HFEngine:
     @torch.no_grad()
     def generate(self, prompts: list[str], n: int = 1, params: SamplingParams = SamplingParams()) -> list[list[Generation]]:
         """`n` samples for each prompt; result[i][j] is sample j of prompt i."""
-        from transformers import StoppingCriteria, StoppingCriteriaList
+        from transformers import StoppingCriteriaList
+
+        from .hf_generation import FenceCriteria, decode_kwargs, resolve_mode
 
         self._apply_threads()
         tok, device = self.tok, next(self.model.parameters()).device
         expanded = [p for p in prompts for _ in range(n)]
         batch = tok(expanded, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         width = batch["input_ids"].shape[1]
-
-        class FenceClosed(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kw):
-                done = [_fence_closed(tok.decode(seq[width:], skip_special_tokens=True)) for seq in input_ids]
-                return torch.tensor(done, device=input_ids.device)
+        mode = resolve_mode(self.generation, device)
+        stop = StoppingCriteriaList([FenceCriteria(tok, len(expanded), width, device)])
 
         torch.manual_seed(params.seed)
         sample = params.temperature > 0
@@ -79,13 +82,12 @@ class HFEngine:
             **batch, max_new_tokens=params.max_new_tokens, do_sample=sample,
             temperature=params.temperature if sample else None, top_p=params.top_p if sample else None,
             top_k=params.top_k if sample else None, use_cache=True, pad_token_id=tok.pad_token_id,
-            eos_token_id=tok.eos_token_id, stopping_criteria=StoppingCriteriaList([FenceClosed()]),
-            output_scores=True, return_dict_in_generate=True)
-        scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+            eos_token_id=tok.eos_token_id, stopping_criteria=stop,
+            output_scores=True, return_dict_in_generate=True, **decode_kwargs(mode, device, self.compile))
+        scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
+        prompt_lens = batch["attention_mask"].sum(1).tolist()
         results = []
-        for i, seq in enumerate(out.sequences):
-            new = seq[width:].tolist()
-            lp = scores[i].tolist()
+        for i, (new, lp) in enumerate(zip(out.sequences[:, width:].tolist(), scores)):  # one copy each
             keep = len(new)
             while keep and new[keep - 1] == tok.pad_token_id and tok.pad_token_id != tok.eos_token_id:
                 keep -= 1
@@ -93,16 +95,16 @@ class HFEngine:
             if ended_eos:
                 keep = new.index(tok.eos_token_id) + 1
             text = tok.decode(new[:keep], skip_special_tokens=True)
-            reason = "eos" if ended_eos else ("stop" if _fence_closed(text) else "length")
-            prompt_len = int(batch["attention_mask"][i].sum())
+            reason = "eos" if ended_eos else ("stop" if fence_closed(text) else "length")
+            prompt_len = prompt_lens[i]
             results.append(Generation(text, new[:keep], [float(x) for x in lp[:keep]], reason, prompt_len))
         return [results[i * n:(i + 1) * n] for i in range(len(prompts))]
 
 
 def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str = "bfloat16", seed: int = 0,
-                threads: int | None = 1):
+                threads: int | None = 1, generation: str = "plain"):
     if kind == "hf":
-        return HFEngine(model, tokenizer, threads=threads)
+        return HFEngine(model, tokenizer, threads=threads, generation=generation)
     if kind == "vllm":
         if not path:
             raise ValueError("engine=vllm needs the model's path or id")

@@ -110,7 +110,7 @@ def evaluate_checkpoint(checkpoint: str, tasks, rl: RLConf, ctx: JobContext, *, 
     model, tok = load_model("hf", path=str(checkpoint), dtype=ctx.dtype, device=device)
     model = precision.convert_module(model)
     with precision.forward_context():
-        return evaluate_policy(make_engine("hf", model, tok), tok, tasks, rl, ctx,
+        return evaluate_policy(make_engine("hf", model, tok, generation=rl.generation), tok, tasks, rl, ctx,
                                meta={**ctx.meta, **(meta or {}), "checkpoint": str(checkpoint)})
 
 
@@ -164,7 +164,7 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     if algo.needs_reference and not lora:
         ref, _ = load_model("hf", path=init, dtype=dtype)
         ref.requires_grad_(False)
-    engine = make_engine(rl.engine, model, tok, path=init, dtype=dtype, seed=seed)
+    engine = make_engine(rl.engine, model, tok, path=init, dtype=dtype, seed=seed, generation=rl.generation)
     params = SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=seed)
     spec = RolloutSpec(algo, ctx.fmt, rl.group_size, params, ctx.sim, rl.reward, rl.max_prompt_tokens)
     sampler = TaskSampler(tasks, seed)
@@ -227,7 +227,8 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         if rl.engine == "hf":  # Lightning's teardown put the module back on the CPU: evaluate where it trained
             module.model.to(eval_device(trainer))
         with fit.precision_plugin.forward_context():  # the fp32 policy generates as it trained
-            summary = evaluate_policy(make_engine("hf", module.model, tok) if rl.engine == "hf" else engine, tok,
+            summary = evaluate_policy(make_engine("hf", module.model, tok, generation=rl.generation)
+                                      if rl.engine == "hf" else engine, tok,
                                       eval_tasks, rl, ctx, meta=record)
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}
 
