@@ -191,6 +191,10 @@ class RLConf:
     temperature: float = 1.0
     max_prompt_tokens: int = 3072
     engine: Engine = Engine.hf  # vllm is required under trainer=fsdp
+    # engine=vllm: the share of the GPU's memory vLLM takes (weights + KV cache). It shares the GPU with
+    # the trainer's fp32 masters and AdamW state (~16 bytes per parameter): TRL's colocated default,
+    # not measured here
+    vllm_memory: float = 0.3
     # engine=hf (rollouts, held-out evaluations, OPD teachers): plain | static (static KV cache, compiled
     # decoding on CUDA) | auto (static on CUDA, plain on the CPU). plain until static has been measured
     # on a GPU: it gives plain's tokens on the CPU, but its compiled CUDA path has never run

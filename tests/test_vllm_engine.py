@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from chorus.config_schema import RLConf
 from chorus.policy import vllm_engine
 from chorus.policy.engines import Generation, SamplingParams, make_engine
 from chorus.policy.models import load_model
@@ -102,6 +103,19 @@ def test_llm_arguments_ask_for_processed_logprobs_and_install_the_weight_sync_ex
     module, _, name = kw["worker_extension_cls"].rpartition(".")
     extension = getattr(importlib.import_module(module), name)  # what vLLM does with the string in its worker
     assert kw["worker_extension_cls"] == EXTENSION and callable(getattr(extension, LOAD_METHOD))
+
+
+def test_rl_gives_vllm_its_memory_share_and_a_bad_share_is_refused(monkeypatch):
+    # colocated with the trainer's fp32 masters and AdamW state, RL's engine takes rl.vllm_memory, not
+    # the 0.85 of an engine that has the GPU to itself
+    assert llm_kwargs("m", "bfloat16", 0)["gpu_memory_utilization"] == 0.85
+    assert llm_kwargs("m", "bfloat16", 0, RLConf().vllm_memory)["gpu_memory_utilization"] == 0.3
+    with pytest.raises(ValueError, match="rl.vllm_memory"):
+        llm_kwargs("m", "bfloat16", 0, 1.5)
+    seen = {}
+    monkeypatch.setattr(vllm_engine.VLLMEngine, "open", classmethod(lambda cls, *a, **kw: seen.update(kw)))
+    make_engine("vllm", None, None, path="m", gpu_memory=0.25)
+    assert seen["gpu_memory"] == 0.25
 
 
 def test_sampling_arguments_map_our_settings_and_ask_for_the_sampled_tokens_logprob():

@@ -102,7 +102,8 @@ class HFEngine:
 
 
 def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str = "bfloat16", seed: int = 0,
-                threads: int | None = 1, generation: str = "plain"):
+                threads: int | None = 1, generation: str = "plain", gpu_memory: float | None = None):
+    """`gpu_memory`: vLLM's share of the GPU (None: the engine's default for a GPU of its own)."""
     if kind == "hf":
         return HFEngine(model, tokenizer, threads=threads, generation=generation)
     if kind == "vllm":
@@ -110,5 +111,6 @@ def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str
             raise ValueError("engine=vllm needs the model's path or id")
         from .vllm_engine import VLLMEngine
 
-        return VLLMEngine.open(path, tokenizer, dtype=dtype, seed=seed, generation=Generation)
+        memory = {} if gpu_memory is None else {"gpu_memory": gpu_memory}
+        return VLLMEngine.open(path, tokenizer, dtype=dtype, seed=seed, generation=Generation, **memory)
     raise ValueError(f"unknown engine {kind!r}; choose hf or vllm")

@@ -29,7 +29,8 @@ MIN_VLLM = "0.10.2"
 # name is ours so it cannot clash with a method of vLLM's own worker class.
 EXTENSION = "chorus.policy.vllm_engine.WeightSyncExtension"
 LOAD_METHOD = "chorus_load_weights"
-# The engine shares the GPU with the trainer; this is the share vLLM may take (weights + KV cache).
+# chorus.evaluate's engine has the GPU to itself: the share vLLM may take (weights + KV cache). RL
+# passes rl.vllm_memory instead, as it shares the GPU with the trainer.
 GPU_MEMORY_UTILIZATION = 0.85
 # A completion stops when its fenced block closes (the HF engine's `_fence_closed`). The opening
 # fence carries a language tag, so it never matches.
@@ -64,9 +65,11 @@ def check_in_process(environ) -> None:
                          "(or set it to 0)")
 
 
-def llm_kwargs(path: str, dtype: str, seed: int) -> dict:
-    """`LLM(**...)` for a model path or id, in `dtype`, seeded."""
-    return dict(model=path, dtype=dtype, seed=seed, gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+def llm_kwargs(path: str, dtype: str, seed: int, gpu_memory: float = GPU_MEMORY_UTILIZATION) -> dict:
+    """`LLM(**...)` for a model path or id, in `dtype`, seeded, taking `gpu_memory` of the GPU."""
+    if not 0 < gpu_memory <= 1:
+        raise ValueError(f"vLLM's GPU memory share must be in (0, 1], got {gpu_memory}; set rl.vllm_memory")
+    return dict(model=path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory,
                 tensor_parallel_size=1, logprobs_mode="processed_logprobs", worker_extension_cls=EXTENSION)
 
 
@@ -113,7 +116,8 @@ class VLLMEngine:
         self.llm, self.tok, self.sampling_params, self.generation = llm, tokenizer, sampling_params, generation
 
     @classmethod
-    def open(cls, path: str, tokenizer, *, dtype: str, seed: int, generation) -> "VLLMEngine":
+    def open(cls, path: str, tokenizer, *, dtype: str, seed: int, generation,
+             gpu_memory: float = GPU_MEMORY_UTILIZATION) -> "VLLMEngine":
         check_vllm(vllm_version())
         check_in_process(os.environ)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -122,7 +126,7 @@ class VLLMEngine:
         except ImportError as exc:
             raise ValueError(f"engine=vllm cannot import vllm ({exc}); check its install against this torch and CUDA, "
                              "or use engine=hf") from None
-        return cls(LLM(**llm_kwargs(path, dtype, seed)), tokenizer, SamplingParams, generation)
+        return cls(LLM(**llm_kwargs(path, dtype, seed, gpu_memory)), tokenizer, SamplingParams, generation)
 
     def generate(self, prompts: list[str], n: int, params) -> list[list]:
         """`n` samples for each prompt under `params` (engines.SamplingParams); result[i][j] is sample j

@@ -164,7 +164,8 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     if algo.needs_reference and not lora:
         ref, _ = load_model("hf", path=init, dtype=dtype)
         ref.requires_grad_(False)
-    engine = make_engine(rl.engine, model, tok, path=init, dtype=dtype, seed=seed, generation=rl.generation)
+    engine = make_engine(rl.engine, model, tok, path=init, dtype=dtype, seed=seed, generation=rl.generation,
+                         gpu_memory=rl.vllm_memory)
     params = SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=seed)
     spec = RolloutSpec(algo, ctx.fmt, rl.group_size, params, ctx.sim, rl.reward, rl.max_prompt_tokens)
     sampler = TaskSampler(tasks, seed)
