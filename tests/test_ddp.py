@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from chorus.rl.losses import minibatch_counts, minibatch_micro_counts, minibatch_slices
+
 HERE = Path(__file__).resolve().parent
 JOB_TIMEOUT_S = 300
 
@@ -131,6 +133,36 @@ def _assert_same_weights_and_moved(r0: dict, r1: dict, init: str) -> None:
     before = weights(init)
     moved = [k for k in before if not torch.equal(before[k], r0["state"][k].to(before[k].dtype))]
     assert moved  # rank 0's rows trained both ranks' copies
+
+
+def test_minibatch_counts_and_micro_batches_hand_computed():
+    mask = torch.tensor([[0, 1, 1], [1, 1, 1], [0, 0, 1]])  # 2, 3, 1 completion tokens
+    parts = minibatch_slices(3, 4)  # rows 0, 1, 2 and an empty fourth
+    assert minibatch_counts(mask, parts, "token_mean") == [2.0, 3.0, 1.0, 0.0]  # unclamped: summed over ranks
+    assert minibatch_counts(mask, parts, "seq_mean") == [1.0, 1.0, 1.0, 0.0]
+    assert minibatch_micro_counts(minibatch_slices(7, 2), 3) == [2, 1]  # 4 rows -> 3 + 1; 3 rows -> 3
+    assert minibatch_micro_counts(minibatch_slices(0, 2), 3) == [0, 0]
+    with pytest.raises(ValueError, match="micro_batch"):
+        minibatch_micro_counts(parts, 0)
+
+
+@pytest.mark.parametrize("lora", [None, {"r": 2, "alpha": 4, "dropout": 0.0, "target_modules": None}])
+def test_a_padding_pass_gives_every_trainable_parameter_a_zero_gradient(tiny_xs, lora):
+    """What keeps a rank without rows in DDP's all-reduce: a gradient (of zeros) on each trainable
+    parameter, the adapter's only under LoRA, and nothing on the frozen base."""
+    from chorus.config_schema import RLConf
+    from chorus.policy.models import load_model
+    from chorus.rl.algos import get_algo
+    from chorus.rl.module import Hooks, RLModule
+
+    model, _ = load_model("hf", path=str(tiny_xs), dtype="float32", lora=lora)
+    module = RLModule(model, get_algo("dapo"), RLConf(), Hooks(rollout=lambda step: None), identity={})
+    module.manual_backward = lambda loss: loss.backward()  # outside a trainer: the plain backward
+    module._padding_backward()
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all(p.grad is not None and not p.grad.any() for _, p in trainable)
+    assert all(p.grad is None for p in model.parameters() if not p.requires_grad)
+    assert (lora is not None) == all("lora_" in n for n, _ in trainable)
 
 
 @pytest.mark.slow
