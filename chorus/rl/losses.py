@@ -73,7 +73,8 @@ def step_normalizer(completion_mask: torch.Tensor, mode: str) -> float:
 
 def minibatch_slices(rows: int, n: int) -> list[slice]:
     """`n` contiguous slices of a rollout's `rows` sequences, as even as possible (the first
-    rows % n get one more); some are empty when rows < n. One optimizer step each."""
+    rows % n get one more); some are empty when rows < n. One optimizer step each, except one
+    that is empty on every rank (RLModule._plan leaves it out)."""
     if n < 1:
         raise ValueError(f"rl.mini_batches must be >= 1, got {n}")
     q, r = divmod(rows, n)
