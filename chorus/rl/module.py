@@ -94,9 +94,10 @@ class RLModule(L.LightningModule):
         zero-weight passes), and a mini-batch that is empty on every rank takes no optimizer step."""
         rows = b.input_ids.size(0) if b.rows else 0
         parts = minibatch_slices(rows, self.rl.mini_batches)
+        # float32: every backend reduces it (MPS has no float64), and counts below 2**24 stay exact
         counts = torch.tensor(minibatch_counts(b.completion_mask[:rows], parts, self.algo.aggregation),
-                              dtype=torch.float64, device=self.device)
-        micro = torch.tensor(minibatch_micro_counts(parts, self.rl.micro_batch), dtype=torch.float64,
+                              dtype=torch.float32, device=self.device)
+        micro = torch.tensor(minibatch_micro_counts(parts, self.rl.micro_batch), dtype=torch.float32,
                              device=self.device)
         world = self.trainer.world_size
         if world > 1:  # every rank reaches these collectives, kept rows or not
