@@ -73,7 +73,8 @@ def step_normalizer(completion_mask: torch.Tensor, mode: str) -> float:
 
 def minibatch_slices(rows: int, n: int) -> list[slice]:
     """`n` contiguous slices of a rollout's `rows` sequences, as even as possible (the first
-    rows % n get one more); some are empty when rows < n. One optimizer step each."""
+    rows % n get one more); some are empty when rows < n. One optimizer step each, except one
+    that is empty on every rank (RLModule._plan leaves it out)."""
     if n < 1:
         raise ValueError(f"rl.mini_batches must be >= 1, got {n}")
     q, r = divmod(rows, n)
@@ -86,9 +87,25 @@ def minibatch_slices(rows: int, n: int) -> list[slice]:
 
 
 def minibatch_normalizers(completion_mask: torch.Tensor, parts: list[slice], mode: str) -> list[float]:
-    """`step_normalizer` of each mini-batch (one optimizer step each) on this rank; the module sums
-    them over ranks. An empty mini-batch gets 1 (it contributes no loss)."""
-    return [step_normalizer(completion_mask[sl], mode) if completion_mask[sl].size(0) else 1.0 for sl in parts]
+    """`step_normalizer` of each mini-batch (one optimizer step each) on one process. An empty
+    mini-batch gets 1 (it contributes no loss)."""
+    return [max(1.0, c) for c in minibatch_counts(completion_mask, parts, mode)]
+
+
+def minibatch_counts(completion_mask: torch.Tensor, parts: list[slice], mode: str) -> list[float]:
+    """What `step_normalizer` counts in each mini-batch (tokens for token_mean, else sequences),
+    unclamped: under DDP the module sums these over ranks and only then clamps at 1, so a rank with
+    an empty mini-batch adds nothing to the others' normaliser."""
+    if mode == "token_mean":
+        return [float(completion_mask[sl].sum()) for sl in parts]
+    return [float(completion_mask[sl].size(0)) for sl in parts]
+
+
+def minibatch_micro_counts(parts: list[slice], micro_batch: int) -> list[int]:
+    """Forward/backward passes of each mini-batch in slices of `micro_batch` rows (0 when empty)."""
+    if micro_batch < 1:
+        raise ValueError(f"rl.micro_batch must be >= 1, got {micro_batch}")
+    return [-(-(sl.stop - sl.start) // micro_batch) for sl in parts]
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0,

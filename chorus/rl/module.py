@@ -4,7 +4,8 @@ The step recomputes the old log-probs with the policy itself (no grad, sampling 
 takes rl.epochs x rl.mini_batches optimizer steps (DAPO/PPO): each mini-batch is micro-batched
 forward/backward passes under one normaliser for that mini-batch, clipped through
 `self.clip_gradients`. Lightning's global_step (and so max_steps, save_every, resume) counts
-rollouts; the LR schedule steps once per rollout."""
+rollouts; the LR schedule steps once per rollout. Under DDP every rank runs the same schedule of
+backward passes and optimizer steps whatever rows it kept (`_plan`), so no collective waits forever."""
 from __future__ import annotations
 
 import time
@@ -16,7 +17,8 @@ import torch
 
 from ..config_schema import RLConf
 from .algos import RLAlgo
-from .losses import clipped_pg_loss, k3_kl, minibatch_normalizers, minibatch_slices, token_logprobs
+from .losses import (clipped_pg_loss, k3_kl, minibatch_counts, minibatch_micro_counts, minibatch_slices,
+                     token_logprobs)
 from .rollouts import RolloutBatch
 
 
@@ -28,6 +30,15 @@ class Hooks:
     restore: Callable[[dict], None] | None = None  # ... and restored on resume
     on_step: Callable[[int, RolloutBatch, dict], None] | None = None  # after each update, on rank 0
     sync_weights: Callable[[torch.nn.Module], None] | None = None  # a separate engine (vLLM) gets new weights
+
+
+@dataclass
+class _Plan:
+    """One rollout's update schedule, identical on every rank (see RLModule._plan)."""
+    parts: list[slice]  # this rank's rows of each mini-batch
+    normalizers: list[float]  # each mini-batch's loss normaliser (over all ranks, / world size)
+    micro: list[int]  # forward/backward passes of each mini-batch on every rank
+    steps: list[int]  # the mini-batch of each optimizer step (rl.epochs passes, globally empty ones left out)
 
 
 def _no_closure():
@@ -57,11 +68,12 @@ class RLModule(L.LightningModule):
         opt, sched = self.optimizers(), self.lr_schedulers()
         t0 = time.monotonic()
         b = self.batch
-        if b.input_ids.size(0) and b.rows:
-            stats = self._update(b, opt)
+        plan = self._plan(b)
+        if plan.steps:
+            stats = self._update(b, opt, plan)
         else:
-            # Without kept groups there are no gradients: the optimizer skips every parameter, but the
-            # rollout still counts, so a run whose groups never vary still ends.
+            # No rank kept a row: there are no gradients, the optimizer skips every parameter (on
+            # every rank alike), but the rollout still counts, so a run whose groups never vary ends.
             stats = {}
             opt.zero_grad(set_to_none=True)
             opt.step()
@@ -69,50 +81,67 @@ class RLModule(L.LightningModule):
         if self.hooks.sync_weights:
             self.hooks.sync_weights(self.model)
         stats.update(b.stats, update_s=time.monotonic() - t0, lr=sched.get_last_lr()[0],
-                     update_skipped=float(not b.rows))
+                     update_skipped=float(not plan.steps))
         self.log_dict({f"train/{k}": float(v) for k, v in stats.items()}, on_step=True, batch_size=1)
         if self.hooks.on_step and self.trainer.is_global_zero:
             self.hooks.on_step(self.global_step, b, stats)
 
-    def _update(self, b: RolloutBatch, opt) -> dict:
+    def _plan(self, b: RolloutBatch) -> "_Plan":
+        """The update's schedule, the same on every rank. Under DDP each backward pass all-reduces the
+        gradients, so ranks must run as many backward passes (and optimizer steps) as each other even
+        when dynamic sampling or OPD's routing kept different numbers of rows on them (or none): the
+        micro-batch count of each mini-batch is the max over ranks (a rank short of rows pads with
+        zero-weight passes), and a mini-batch that is empty on every rank takes no optimizer step."""
+        rows = b.input_ids.size(0) if b.rows else 0
+        parts = minibatch_slices(rows, self.rl.mini_batches)
+        # float32: every backend reduces it (MPS has no float64), and counts below 2**24 stay exact
+        counts = torch.tensor(minibatch_counts(b.completion_mask[:rows], parts, self.algo.aggregation),
+                              dtype=torch.float32, device=self.device)
+        micro = torch.tensor(minibatch_micro_counts(parts, self.rl.micro_batch), dtype=torch.float32,
+                             device=self.device)
+        world = self.trainer.world_size
+        if world > 1:  # every rank reaches these collectives, kept rows or not
+            counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
+            micro = self.trainer.strategy.reduce(micro, reduce_op="max")
+        # One normaliser per mini-batch over its tokens on all ranks (DDP averages gradients over
+        # ranks, hence the world size): a token-mean loss does not depend on the micro-batch split,
+        # nor on how the rows fell on the ranks.
+        normalizers = [max(1.0, float(c)) / world for c in counts]
+        micro_counts = [int(m) for m in micro]
+        steps = [k for _ in range(self.rl.epochs) for k in range(len(parts)) if micro_counts[k]]
+        return _Plan(parts, normalizers, micro_counts, steps)
+
+    def _update(self, b: RolloutBatch, opt, plan: "_Plan") -> dict:
         """rl.epochs passes over the rollout, each cut into rl.mini_batches optimizer steps. Only the
         last step goes through the LightningOptimizer, which counts Lightning's global_step: the others
         go through the strategy (same precision plugin, same hooks) so that global_step, max_steps,
         save_every and resume keep counting rollouts."""
         old_gap = self._recompute_old_logprobs(b)
-        parts = minibatch_slices(b.input_ids.size(0), self.rl.mini_batches)
-        # One normaliser per mini-batch over its tokens on all ranks (DDP averages gradients over
-        # ranks, hence the world size): a token-mean loss does not depend on the micro-batch split.
-        counts = torch.tensor(minibatch_normalizers(b.completion_mask, parts, self.algo.aggregation),
-                              device=self.device)
-        world = self.trainer.world_size
-        if world > 1:
-            counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
-        normalizers = [float(c) / world for c in counts]
         sums = {"loss": 0.0, "grad_norm": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0,
-                "kl": 0.0, "tokens": 0.0}
+                "kl": 0.0, "tokens": 0.0, "padding_passes": 0.0}
         ratio_dev_max = ratio_dev_first = 0.0
-        n_steps = self.rl.epochs * len(parts)
-        for i in range(n_steps):
-            sl = parts[i % len(parts)]
+        n_steps = len(plan.steps)
+        for i, k in enumerate(plan.steps):
             opt.zero_grad(set_to_none=True)
-            st = self._backward(b, sl, normalizers[i % len(parts)])
+            st = self._backward(b, plan.parts[k], plan.normalizers[k], plan.micro[k])
             sums["grad_norm"] += self._grad_norm()
             self.clip_gradients(opt, gradient_clip_val=self.rl.grad_clip, gradient_clip_algorithm="norm")
             if i == n_steps - 1:
                 opt.step()
             else:
                 self.trainer.strategy.optimizer_step(opt.optimizer, closure=_no_closure)
-            for k in ("loss", "clip_frac_low", "clip_frac_high", "entropy", "kl", "tokens"):
-                sums[k] += st[k]
+            for key in ("loss", "clip_frac_low", "clip_frac_high", "entropy", "kl", "tokens", "padding_passes"):
+                sums[key] += st[key]
             ratio_dev_max = max(ratio_dev_max, st["ratio_dev_max"])
             if i == 0:
                 ratio_dev_first = st["ratio_dev_max"]
         tokens = max(sums.pop("tokens"), 1.0)
+        # optimizer_steps: the steps taken with gradients (the same on every rank); padding_passes:
+        # this rank's zero-weight forward/backward passes that kept it in step with the others.
         return {"loss": sums["loss"] / n_steps, "grad_norm": sums["grad_norm"] / n_steps,
                 **{k: sums[k] / tokens for k in ("clip_frac_low", "clip_frac_high", "entropy", "kl")},
                 "ratio_dev_max": ratio_dev_max, "ratio_dev_first": ratio_dev_first, "old_logprob_gap": old_gap,
-                "optimizer_steps": float(n_steps)}
+                "optimizer_steps": float(n_steps), "padding_passes": sums["padding_passes"]}
 
     @torch.no_grad()
     def _recompute_old_logprobs(self, b: RolloutBatch) -> float:
@@ -132,10 +161,12 @@ class RLModule(L.LightningModule):
         b.old_logprobs = old
         return gap
 
-    def _backward(self, b: RolloutBatch, part: slice, normalizer: float) -> dict:
-        """Forward/backward of one mini-batch (rows `part` of the rollout) in rl.micro_batch slices."""
+    def _backward(self, b: RolloutBatch, part: slice, normalizer: float, passes: int) -> dict:
+        """Forward/backward of one mini-batch (rows `part` of the rollout) in rl.micro_batch slices,
+        then zero-weight passes up to `passes`, the most micro-batches any rank runs for it."""
         sums = {"loss": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0, "kl": 0.0, "tokens": 0.0,
-                "ratio_dev_max": 0.0}
+                "ratio_dev_max": 0.0, "padding_passes": 0.0}
+        done = 0
         for start in range(part.start, part.stop, self.rl.micro_batch):
             sl = slice(start, min(start + self.rl.micro_batch, part.stop))
             ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
@@ -144,6 +175,7 @@ class RLModule(L.LightningModule):
             logp, entropy = token_logprobs(logits, ids, self.rl.temperature, with_entropy=True)
             loss, st = self.micro_loss(b, sl, ids, attn, mask, logits, logp, normalizer)
             self.manual_backward(loss)
+            done += 1
             n = float(mask.sum())
             sums["loss"] += float(loss.detach())
             sums["clip_frac_low"] += st.get("clip_frac_low", 0.0) * n
@@ -152,7 +184,18 @@ class RLModule(L.LightningModule):
             sums["kl"] += st.get("kl_sum", 0.0)
             sums["tokens"] += n
             sums["ratio_dev_max"] = max(sums["ratio_dev_max"], st.get("ratio_dev_max", 0.0))
+        for _ in range(passes - done):
+            self._padding_backward()
+            sums["padding_passes"] += 1
         return sums
+
+    def _padding_backward(self) -> None:
+        """One forward/backward that adds nothing: a one-token row through the policy times 0. Every
+        trainable parameter (the adapter's only, under LoRA) takes part, so DDP's gradient all-reduce
+        matches the other ranks' real pass; no objective runs (OPD's teachers are not called)."""
+        ids = torch.zeros(1, 1, dtype=torch.long, device=self.device)
+        logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        self.manual_backward(logits.float().sum() * 0.0)
 
     def micro_loss(self, b: RolloutBatch, sl: slice, ids, attn, mask, logits, logp,
                    normalizer: float) -> tuple[torch.Tensor, dict]:
