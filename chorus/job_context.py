@@ -2,6 +2,7 @@
 positional arguments. chorus.train builds it from the composed config; tests build it directly."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -27,3 +28,17 @@ class JobContext:
 
     def __post_init__(self):
         self.out = Path(self.out)
+
+
+# Where launchers put a process's global rank (torchrun, Lightning's ddp launcher, SLURM, LSF): the
+# variables, and the order, Lightning reads before fit has set up torch.distributed.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+
+
+def process_rank(environ=os.environ) -> int:
+    """This process's rank in a multi-process job, 0 for a single process. Ranks other than 0 train but
+    leave the run's records (run.json, the W&B run, the printed result) to rank 0."""
+    for name in RANK_VARIABLES:
+        if environ.get(name, "").strip():
+            return int(environ[name])
+    return 0

@@ -28,7 +28,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from .config_schema import CONF_DIR, TrainConf, register_configs
-from .job_context import JobContext
+from .job_context import JobContext, process_rank
 from .job_settings import MERGE_OPTIONS, check_settings
 from .sim.config import sim_config
 from .stimulus.formats import get_format
@@ -198,6 +198,7 @@ JOBS = {"sft": (sft_inputs, sft), "rl": (rl_inputs, rl), "consolidation": (conso
 def main(cfg: DictConfig) -> None:
     c = container(cfg)
     overrides = list(HydraConfig.get().overrides.task)
+    primary = process_rank() == 0  # under DDP every rank runs this job; one writes the run's records
     try:
         job = auto_job(c)
         if job not in JOBS:
@@ -213,16 +214,20 @@ def main(cfg: DictConfig) -> None:
         inputs = prepare(c, conf)
         ctx = JobContext(out, fmt, sim, workers=workers, seed=conf.seed, dtype=job_dtype(job, conf),
                          meta=metadata(c, job), progress=Progress(out))
-        write_record(out, {**record, "overrides": overrides})
-        copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
-        with open_mirror(c["logger"], c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job) as mirror:
+        if primary:
+            write_record(out, {**record, "overrides": overrides})
+            copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
+        logger = c["logger"] if primary else {"name": "none"}
+        with open_mirror(logger, c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job) as mirror:
             info = run(conf, inputs, ctx, mirror)
-            mirror.log_result(out)
+            if primary:
+                mirror.log_result(out)
     except (TaskFormatError, ValueError, OSError) as exc:
         print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         write_error(HydraConfig.get().runtime.output_dir, exc)
         sys.exit(2)
-    print(json.dumps(info))
+    if primary:
+        print(json.dumps(info))
 
 
 if __name__ == "__main__":

@@ -194,3 +194,37 @@ def test_ddp_opd_direct_with_one_rank_all_skipped_ends_in_sync(sft_xs, tiny_xs, 
 
 if __name__ == "__main__":
     _job(*sys.argv[1:])
+
+
+@pytest.mark.parametrize("environ, rank", [({}, 0), ({"LOCAL_RANK": "1"}, 1), ({"RANK": "3", "LOCAL_RANK": "1"}, 3),
+                                           ({"SLURM_PROCID": "2"}, 2), ({"RANK": " "}, 0)])
+def test_process_rank_reads_the_launchers_variables(environ, rank):
+    from chorus.job_context import process_rank
+
+    assert process_rank(environ) == rank
+
+
+@pytest.mark.slow
+def test_the_train_cli_under_ddp_ends_with_one_record_one_wandb_run_and_one_result(sft_xs, tmp_path):
+    """`python -m chorus.train ... trainer.devices=2 trainer.strategy=ddp` on 2 CPU ranks: Lightning
+    re-executes the command for rank 1, which trains but leaves run.json, the W&B run and the printed
+    result to rank 0 (both ranks used to open a W&B run in the same dir and print a result)."""
+    from helpers import PROMPT
+
+    cmd = [sys.executable, "-m", "chorus.train", "job=rl", "sft_stage=stage1", f"sft_stage.checkpoint={sft_xs}",
+           f"runs_dir={tmp_path}", "rl.steps=1", "rl.group_size=2", "rl.prompts_per_step=1", "rl.max_new_tokens=24",
+           f"rl.max_prompt_tokens={PROMPT}", "rl.tasks.difficulty=easy", "rl.tasks.per_family=1",
+           "rl.eval_tasks.per_family=4", "rl.eval_tasks.families=[counter]", "rl.eval_samples=1",
+           "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", f"hydra.run.dir={tmp_path / 'h'}"]
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = job.communicate(timeout=JOB_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        pytest.fail(f"the 2-rank chorus.train job did not end within {JOB_TIMEOUT_S} s")
+    assert job.returncode == 0, err[-2000:]
+    results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    (expert,) = (tmp_path / "rl/dapo").glob("stage1-*")
+    assert len(results) == 1 and results[0]["checkpoint"] == str(expert / "hf")
+    assert json.loads((expert / "run.json").read_text())["identity"]["trainer.devices"] == 2
+    assert len(list((expert / "wandb").glob("offline-run-*"))) == 1
