@@ -90,10 +90,36 @@ def plan(c: dict) -> list:
         if method != "soup":
             own.append(f"teacher_pool.base={checkpoint_of('stage0')}")
         steps[name] = step(name, own, experts)
+    steps["baseline/random"] = random_baseline(steps["rl/stage0"], compose_step, c["runs_dir"], c["seed"])
     unread = [o for o in shared if o not in reached]
     if unread:
         raise ValueError(f"no step of the pipeline reads {unread[0]}; remove it from extra (or the preset's train)")
     return list(steps.values())
+
+
+def random_baseline(expert, compose_step, runs_dir: str, seed: int):
+    """Uniform random stimulus (chorus.evaluate policy=random) on the experts' held-out tasks, with their
+    samples per task, format and pass rule: the row every trained model is read against. Its dir is
+    baseline/random-<hash of its overrides>, so changed held-out tasks never reuse old results."""
+    import hashlib
+
+    from .workflow.steps import Step
+
+    c = compose_step(expert.name, expert.overrides)
+    tasks = {k: v for k, v in c["rl"]["eval_tasks"].items() if v is not None}
+    overrides = ["policy=random", f"policy.seed={seed}", f"tasks={tasks.pop('name')}",
+                 *(f"tasks.{k}={_value(v)}" for k, v in sorted(tasks.items())), f"format={c['format']['name']}",
+                 f"n_samples={c['rl']['eval_samples']}", "progress=false",
+                 *([f"pass_coverage={c['pass_coverage']}"] if c["pass_coverage"] is not None else []),
+                 f"logger={c['logger']['name']}"]
+    digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:8]
+    return Step("baseline/random", "chorus.evaluate", overrides, Path(runs_dir) / "baseline" / f"random-{digest}",
+                results_in_hydra_dir=True)
+
+
+def _value(v) -> str:
+    """A composed value as a Hydra override's value (lists as [a,b])."""
+    return "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
 
 
 def prepare(steps: list) -> None:

@@ -27,7 +27,8 @@ def test_the_plan_chains_stages_experts_and_consolidation(tmp_path):
     c, steps = pipeline_cfg(f"runs_dir={tmp_path}", "seed=3")
     by = {s.name: s for s in steps}
     assert list(by) == ["sft/stage0", "sft/stage1", "sft/stage2", "rl/stage0", "rl/stage1", "rl/stage2",
-                        "consolidation/soup", "consolidation/ties", "consolidation/della", "consolidation/opd"]
+                        "consolidation/soup", "consolidation/ties", "consolidation/della", "consolidation/opd",
+                        "baseline/random"]
     assert by["sft/stage1"].after == ["sft/stage0"] and by["rl/stage2"].after == ["sft/stage2"]
     assert by["consolidation/opd"].after == ["rl/stage0", "rl/stage1", "rl/stage2"]
     # each dir is its group path plus the hash of the preset's settings, and the steps are wired by them
@@ -37,7 +38,12 @@ def test_the_plan_chains_stages_experts_and_consolidation(tmp_path):
     assert f"teacher_pool.teachers.1.checkpoint={by['rl/stage1'].run_dir / 'hf'}" in by["consolidation/ties"].overrides
     assert f"teacher_pool.base={by['sft/stage0'].run_dir / 'hf'}" in by["consolidation/ties"].overrides
     assert by["consolidation/ties"].run_dir.parent == tmp_path / "consolidation/ties"
-    assert len({s.run_dir for s in steps}) == 10
+    assert len({s.run_dir for s in steps}) == 11
+    # uniform random stimulus on exactly the experts' held-out tasks, samples, format and pass rule
+    random = by["baseline/random"]
+    assert random.module == "chorus.evaluate" and random.after == [] and random.hydra_dir(tmp_path) == random.run_dir
+    assert {"policy=random", "tasks=generated", "tasks.split=test", "tasks.seed=100", "format=vectors",
+            "pass_coverage=50.0"} <= set(random.overrides), random.overrides
     # the preset's settings reach only the jobs that read them
     assert "seed=3" in by["sft/stage0"].overrides and "model.size=s" in by["rl/stage0"].overrides
     assert "sft_stage.max_prompt_tokens=448" in by["sft/stage0"].overrides
@@ -134,13 +140,17 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     assert p.returncode == 0, p.stderr[-3000:]
     report = (tmp_path / "REPORT.md").read_text()
     for row in ("sft/stage0", "dapo/stage0", "dapo/stage1", "dapo/stage2", "oracle union (experts)",
-                "soup/three_experts", "ties/three_experts", "della/three_experts", "opd/three_experts"):
+                "soup/three_experts", "ties/three_experts", "della/three_experts", "opd/three_experts",
+                "random stimulus"):
         assert f"| {row} " in report, row
     assert "## OPD routing" in report and "## Steps" in report and "python -m chorus.train" in report
     assert all((tmp_path / f).stat().st_size > 100 for f in ("complementarity.png", "chorus_table.png"))
     steps = json.loads((tmp_path / "pipeline/steps.json").read_text())
-    assert [s["status"] for s in steps] == ["done"] * 10
-    for s in steps:
+    assert [s["status"] for s in steps] == ["done"] * 11
+    random = pd.read_parquet(next(tmp_path.glob("baseline/random-*/per_task.parquet")))
+    expert = pd.read_parquet(next(tmp_path.glob("rl/dapo/stage0*/per_task.parquet")))
+    assert sorted(random["task_id"]) == sorted(expert["task_id"])  # the same held-out tasks and samples
+    for s in steps[:-1]:
         run = Path(s["run_dir"])
         summary = json.loads((run / "summary.json").read_text())
         assert summary["job"] in ("sft", "rl", "consolidation") and summary["model"] == "tiny-xs"
@@ -153,7 +163,7 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
 
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "0 steps run, 10 skipped (done)" in again.stdout
+    assert "0 steps run, 11 skipped (done)" in again.stdout
     assert {d: (Path(d) / "summary.json").stat().st_mtime for d in stamps} == stamps
     resumed = json.loads((tmp_path / "pipeline/steps.json").read_text())
     assert [s["seconds"] for s in resumed] == [s["seconds"] for s in steps]  # the times they took when they ran
@@ -163,7 +173,7 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
                                     '"teacher_pool.online_samples=1","consolidation.margin=0.5"]'],
                              capture_output=True, text=True, timeout=600, env=env)
     assert changed.returncode == 0, changed.stderr[-3000:]
-    assert "1 steps run, 9 skipped (done)" in changed.stdout
+    assert "1 steps run, 10 skipped (done)" in changed.stdout
     first_opd = next(Path(s["run_dir"]) for s in steps if s["name"] == "consolidation/opd")
     (new_opd,) = set(tmp_path.glob("consolidation/opd/three_experts-*")) - {first_opd}
     report = (tmp_path / "REPORT.md").read_text()

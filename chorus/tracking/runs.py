@@ -55,6 +55,8 @@ def run_label(meta: dict, path: PurePath) -> str:
         return f"{meta['consolidation']}/{meta['teacher_pool']}"
     if job == "sft" and meta.get("sft_stage"):
         return f"sft/{meta['sft_stage']}"
+    if job == "evaluate" and meta.get("policy") == "random":
+        return "random stimulus"
     return path.name
 
 

@@ -70,6 +70,7 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
     check_dag(steps)
     _check_stale(steps)
     logs, hydra, record_path = work_dir / "logs", work_dir / "hydra", work_dir / "steps.json"
+    by_name = {s.name: s for s in steps}
     logs.mkdir(parents=True, exist_ok=True)
     before = _previous(record_path)
     records = {s.name: {"name": s.name, "command": s.command(), "run_dir": str(s.run_dir),
@@ -130,9 +131,9 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                 for s in ready[:max(0, jobs - len(running))]:
                     rec = records[s.name]
                     rec["status"] = "running"
-                    (hydra / s.name / ERROR_FILE).unlink(missing_ok=True)
+                    (s.hydra_dir(hydra) / ERROR_FILE).unlink(missing_ok=True)
                     with open(rec["log"], "w") as log:
-                        proc = subprocess.Popen(s.argv(hydra / s.name), stdout=log, stderr=subprocess.STDOUT,
+                        proc = subprocess.Popen(s.argv(s.hydra_dir(hydra)), stdout=log, stderr=subprocess.STDOUT,
                                                 env=env, start_new_session=True)
                     running[s.name] = (proc, time.time())
                     progress.update(bars[s.name], description=f"{s.name}: started")
@@ -149,7 +150,7 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                 progress.update(bars[s.name], completed=1)
     if failed:
         rec = records[failed[0]]
-        why = _error_line(Path(rec["log"]), hydra / failed[0])
+        why = _error_line(Path(rec["log"]), by_name[failed[0]].hydra_dir(hydra))
         raise StepFailed(f"step {failed[0]} {rec['status']}: {why} (log: {rec['log']}); "
                          "fix it and re-run the same command: finished steps are kept")
     blocked = [n for n, r in records.items() if r["status"] == "pending"]

@@ -16,6 +16,12 @@ class Step:
     run_dir: Path
     after: list[str] = field(default_factory=list)
     identity: dict | None = None  # the settings the run dir's run.json must record (None: any results do)
+    # chorus.evaluate writes its results into its Hydra run dir: that dir is then the run dir (named by
+    # a hash of the step's overrides, so other settings never reuse it)
+    results_in_hydra_dir: bool = False
+
+    def hydra_dir(self, hydra_root: Path) -> Path:
+        return self.run_dir if self.results_in_hydra_dir else hydra_root / self.name
 
     def state(self) -> tuple[str, list[str]]:
         """("done", []) when the run dir holds results made with exactly the planned settings;
