@@ -7,6 +7,7 @@ import torch
 from chorus.config_schema import ConsolidationConf
 from chorus.modes import OPDMode
 from chorus.opd.losses import generalized_jsd, reverse_kl
+from chorus.opd.routing import route
 from chorus.opd.teachers import Teacher
 from helpers import rl_settings
 
@@ -78,4 +79,15 @@ def test_opd_direct_micro_loss_compares_the_distributions_the_student_samples_fr
         assert float(loss) == pytest.approx(want, rel=1e-4)
         losses[temp] = float(loss)
     assert abs(losses[0.5] - losses[1.0]) > 1e-3 * losses[1.0]  # so the check above can tell the two apart
+
+
+
+def test_a_lead_of_rounding_size_is_no_lead():
+    """Equal rewards summed in another order differ in the last bits (here 0.32 against 0.31999999999999995),
+    and tables round coverage to 1e-4 % (1e-6 of reward): neither makes a teacher better."""
+    teacher, student = (0.8 + 1.2 - 0.5 - 0.2 + 0.3) / 5, (0.3 - 0.2 + 1.2 - 0.5 + 0.8) / 5
+    assert teacher != student  # the float sums really differ
+    assert route({"a": teacher}, student).reason == "student_not_beaten"
+    assert route({"a": student + 4e-7}, student).reason == "student_not_beaten"
+    assert route({"a": student + 2e-6}, student).reason == "best_teacher_beats_student"
 
