@@ -1,14 +1,17 @@
-"""OPD compares like with like: the direct divergences at the sampling temperature."""
+"""OPD compares like with like: the direct divergences at the sampling temperature, and the gate's
+teacher rewards from the student's own reward() (penalties, bonus, harness errors left out)."""
 import math
 
 import pytest
 import torch
 
-from chorus.config_schema import ConsolidationConf
+from chorus.config_schema import ConsolidationConf, RewardConfig
 from chorus.modes import OPDMode
 from chorus.opd.losses import generalized_jsd, reverse_kl
 from chorus.opd.routing import route
-from chorus.opd.teachers import Teacher
+from chorus.opd.teachers import Teacher, TeacherRewards, table_rewards
+from chorus.rl.rewards import reward
+from chorus.tracking.run_dir import write_run
 from helpers import rl_settings
 
 
@@ -81,6 +84,54 @@ def test_opd_direct_micro_loss_compares_the_distributions_the_student_samples_fr
     assert abs(losses[0.5] - losses[1.0]) > 1e-3 * losses[1.0]  # so the check above can tell the two apart
 
 
+CFG = RewardConfig(compile_penalty=-0.5, empty_penalty=-0.2, pass_bonus=0.25)
+
+# An evaluation's per-task table (rows as chorus.scoring.result_row writes them; target 90 %).
+TEACHER_ROWS = [
+    {"task_id": "t1", "status": "ok", "overall": 80.0, "passed": False},  # 0.8
+    {"task_id": "t1", "status": "ok", "overall": 95.0, "passed": True},  # 0.95 + bonus 0.25 = 1.2
+    {"task_id": "t1", "status": "compile_error", "overall": None, "passed": False},  # penalty -0.5
+    {"task_id": "t1", "status": "harness_error", "overall": None, "passed": False},  # chorus's failure: left out
+    {"task_id": "t1", "status": "empty", "overall": None, "passed": False},  # penalty -0.2
+    {"task_id": "t1", "status": "runtime_error", "overall": 30.0, "passed": False},  # the coverage reached: 0.3
+    {"task_id": "t2", "status": "harness_error", "overall": None, "passed": False},  # only harness errors
+    {"task_id": "t2", "status": "harness_error", "overall": None, "passed": False},
+    {"task_id": "t3", "status": "ok", "overall": 50.0, "passed": False},
+]
+T1 = (0.8 + 1.2 - 0.5 - 0.2 + 0.3) / 5  # by hand: 0.32 (coverage / 100 with harness errors as 0 gave 2.05 / 6)
+
+
+@pytest.fixture
+def teacher_table(tmp_path):
+    write_run(tmp_path / "eval", TEACHER_ROWS, {})  # the real writer: jsonl + parquet (read first)
+    return tmp_path / "eval"
+
+
+def test_table_teacher_rewards_are_the_mean_reward_over_samples_without_harness_errors(teacher_table):
+    got = table_rewards(str(teacher_table), CFG)
+    assert got == {"t1": pytest.approx(T1), "t2": None, "t3": pytest.approx(0.5)}
+    # the same rows through the one reward() function, harness errors excluded
+    values = [reward(r["status"], r["overall"], r["passed"], CFG) for r in TEACHER_ROWS if r["task_id"] == "t1"]
+    assert got["t1"] == pytest.approx(sum(v for v in values if v is not None) / 5)
+
+
+def test_the_gate_compares_the_teacher_and_the_student_on_one_reward(teacher_table, tmp_path):
+    """A student whose samples score what the teacher's do under reward() is not beaten (equal is not
+    better); one a little lower is. With coverage / 100 (harness errors as 0) the teacher had 0.342 and
+    beat the equal student."""
+    teacher = Teacher("a", str(tmp_path), "table", str(teacher_table))
+    rewards = TeacherRewards([teacher], ["t1", "t3"], "error", reward_cfg=CFG).for_tasks([_Task("t1")])
+    assert rewards == {"t1": {"a": pytest.approx(T1)}}
+    # the student's rollout rewards, as collect_opd averages them: reward() per sample, harness errors left out
+    student = [("runtime_error", 30.0, False), ("harness_error", None, False), ("empty", None, False),
+               ("ok", 95.0, True), ("compile_error", None, False), ("ok", 80.0, False)]
+    valid = [v for v in (reward(s, o, p, CFG) for s, o, p in student) if v is not None]
+    equal = sum(valid) / len(valid)
+    assert equal == pytest.approx(T1)
+    r = route(rewards["t1"], equal, margin=0.0)
+    assert (r.teacher, r.reason) == (None, "student_not_beaten")
+    assert route(rewards["t1"], equal - 0.01, margin=0.0).teacher == "a"
+
 
 def test_a_lead_of_rounding_size_is_no_lead():
     """Equal rewards summed in another order differ in the last bits (here 0.32 against 0.31999999999999995),
@@ -91,3 +142,30 @@ def test_a_lead_of_rounding_size_is_no_lead():
     assert route({"a": student + 4e-7}, student).reason == "student_not_beaten"
     assert route({"a": student + 2e-6}, student).reason == "best_teacher_beats_student"
 
+
+class _Task:
+    def __init__(self, i):
+        self.id = i
+
+
+def test_a_task_with_only_harness_errors_has_no_table_reward_and_follows_the_missing_policy(teacher_table, tmp_path):
+    teacher = Teacher("a", str(tmp_path), "table", str(teacher_table))
+    with pytest.raises(ValueError, match="lacks 1 of 3 training tasks.*1 of them with only harness errors"):
+        TeacherRewards([teacher], ["t1", "t2", "t3"], "error", reward_cfg=CFG)
+    skipped = TeacherRewards([teacher], ["t1", "t2", "t3"], "skip", reward_cfg=CFG).for_tasks([_Task("t2")])
+    assert skipped == {"t2": {"a": None}} and route(skipped["t2"], 0.1).reason == "no_teacher_reward"
+    asked = []
+
+    def estimate(t, tasks):
+        asked.append([x.id for x in tasks])
+        return {x.id: 0.7 for x in tasks}
+
+    online = TeacherRewards([teacher], ["t1", "t2", "t3"], "online", estimate, reward_cfg=CFG)
+    assert online.for_tasks([_Task("t1"), _Task("t2")]) == {"t1": {"a": pytest.approx(T1)}, "t2": {"a": 0.7}}
+    assert asked == [["t2"]]
+
+
+def test_a_table_without_the_reward_columns_is_refused_naming_the_fix(tmp_path):
+    write_run(tmp_path / "old", [{"task_id": "t1", "overall": 80.0}], {})
+    with pytest.raises(ValueError, match="no status/passed column.*chorus.evaluate"):
+        table_rewards(str(tmp_path / "old"), CFG)
