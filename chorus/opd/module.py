@@ -3,7 +3,8 @@ under one normaliser, clipping, one optimizer step) with a distillation objectiv
 
 mode=pg: per-token advantage -(log pi_s - log pi_t) through the clipped policy-gradient loss.
 mode=direct: a divergence over the vocabulary at each sampled position (reverse KL or GKD's JSD)
-between the two distributions at rl.temperature, the one the student samples from; it needs the routed teachers' logits in the update, so it keeps them in memory."""
+between the two distributions at rl.temperature, the one the student samples from; it needs the
+routed teachers' logits in the update, so it keeps them in memory."""
 from __future__ import annotations
 
 import torch
