@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from chorus.config_schema import ConsolidationConf, TeacherPoolConf
+from chorus.config_schema import ConsolidationConf, RewardConfig, TeacherPoolConf
 from chorus.modes import Divergence, OPDMode
 from chorus.opd.losses import generalized_jsd, pg_advantages, reverse_kl
 from chorus.opd.routing import route
@@ -35,20 +35,23 @@ def test_route_breaks_ties_by_pool_order_not_dict_order():
 def test_distillation_losses_hand_computed():
     s, t = torch.log(torch.tensor([[[0.5, 0.5]]])), torch.log(torch.tensor([[[0.25, 0.75]]]))
     mask = torch.ones(1, 1)
-    assert float(reverse_kl(s, t, mask, 1.0)) == pytest.approx(0.5 * math.log(2) + 0.5 * math.log(2 / 3))
+    want = 0.5 * math.log(2) + 0.5 * math.log(2 / 3)
+    assert float(reverse_kl(s, t, mask, 1.0, temperature=1.0)) == pytest.approx(want)
     m = [0.375, 0.625]
     kl_t = 0.25 * math.log(0.25 / m[0]) + 0.75 * math.log(0.75 / m[1])
     kl_s = 0.5 * math.log(0.5 / m[0]) + 0.5 * math.log(0.5 / m[1])
-    assert float(generalized_jsd(s, t, mask, 1.0, beta=0.5)) == pytest.approx(0.5 * kl_t + 0.5 * kl_s)
-    assert float(reverse_kl(s, s, mask, 1.0)) == pytest.approx(0.0, abs=1e-7)  # teacher = student: no loss
-    assert float(generalized_jsd(s, s, mask, 1.0)) == pytest.approx(0.0, abs=1e-7)
+    want = 0.5 * kl_t + 0.5 * kl_s
+    assert float(generalized_jsd(s, t, mask, 1.0, beta=0.5, temperature=1.0)) == pytest.approx(want)
+    # teacher = student: no loss
+    assert float(reverse_kl(s, s, mask, 1.0, temperature=1.0)) == pytest.approx(0.0, abs=1e-7)
+    assert float(generalized_jsd(s, s, mask, 1.0, temperature=1.0)) == pytest.approx(0.0, abs=1e-7)
     logp = torch.tensor([[-1.0, -2.0]])
     same, _ = clipped_pg_loss(logp, logp, pg_advantages(logp, logp), torch.ones(1, 2))
     assert float(same) == 0.0
     adv = pg_advantages(torch.tensor([[-1.0, -2.0]]), torch.tensor([[-0.5, -3.0]]))
     assert adv.tolist() == [[0.5, -1.0]]  # the teacher likes token 1 more, token 2 less
     with pytest.raises(ValueError, match="opd.beta"):
-        generalized_jsd(s, t, mask, 1.0, beta=1.0)
+        generalized_jsd(s, t, mask, 1.0, beta=1.0, temperature=1.0)
 
 
 class FakeTask:
@@ -59,7 +62,9 @@ class FakeTask:
 def test_teacher_rewards_from_tables_online_and_the_missing_policy(tmp_path):
     table = tmp_path / "per_task.jsonl"
     table.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"task_id": "t1", "overall": 80.0}, {"task_id": "t1", "overall": None}, {"task_id": "t2", "overall": 50.0}]))
+        {"task_id": "t1", "status": "ok", "overall": 80.0, "passed": False},
+        {"task_id": "t1", "status": "compile_error", "overall": None, "passed": False},
+        {"task_id": "t2", "status": "ok", "overall": 50.0, "passed": False}]))
     tab = Teacher("a", str(tmp_path), "table", str(tmp_path))
     online = Teacher("b", str(tmp_path), "online")
     asked = []
@@ -69,13 +74,15 @@ def test_teacher_rewards_from_tables_online_and_the_missing_policy(tmp_path):
         return {t.id: 0.25 for t in tasks}
 
     with pytest.raises(ValueError, match="lacks 1 of 3 training tasks.*teacher_pool.missing=online"):
-        TeacherRewards([tab, online], ["t1", "t2", "t3"], "error", estimate)
-    rewards = TeacherRewards([tab, online], ["t1", "t2", "t3"], "skip", estimate, cache=tmp_path / "cache.jsonl")
+        TeacherRewards([tab, online], ["t1", "t2", "t3"], "error", estimate, reward_cfg=RewardConfig())
+    rewards = TeacherRewards([tab, online], ["t1", "t2", "t3"], "skip", estimate, cache=tmp_path / "cache.jsonl",
+                             reward_cfg=RewardConfig())
     got = rewards.for_tasks([FakeTask("t1"), FakeTask("t3")])
     assert got == {"t1": {"a": pytest.approx(0.4), "b": 0.25}, "t3": {"a": None, "b": 0.25}}
     rewards.for_tasks([FakeTask("t1")])  # online rewards are estimated once per task
     assert asked == [("b", ["t1", "t3"])]
-    again = TeacherRewards([tab, online], ["t1", "t2", "t3"], "online", estimate, cache=tmp_path / "cache.jsonl")
+    again = TeacherRewards([tab, online], ["t1", "t2", "t3"], "online", estimate, cache=tmp_path / "cache.jsonl",
+                           reward_cfg=RewardConfig())
     assert again.for_tasks([FakeTask("t3")])["t3"] == {"a": 0.25, "b": 0.25}  # a's gap filled online
     assert asked[-1] == ("a", ["t3"])  # b came from the cache written by the first run
 
@@ -94,7 +101,8 @@ def pool(sft_xs, tiny_xs, rl_tasks, tmp_path_factory):
         shutil.copytree(sft_xs, root / name)
         (root / f"{name}_eval").mkdir()
         (root / f"{name}_eval/per_task.jsonl").write_text("".join(
-            json.dumps({"task_id": t.id, "overall": table_reward(name, i)}) + "\n" for i, t in enumerate(rl_tasks)))
+            json.dumps({"task_id": t.id, "status": "ok", "overall": table_reward(name, i),
+                        "passed": table_reward(name, i) >= t.target}) + "\n" for i, t in enumerate(rl_tasks)))
         teachers.append(Teacher(name, str(root / name), "table", str(root / f"{name}_eval")))
     return teachers + [Teacher("random", str(tiny_xs), "online")]
 
@@ -155,8 +163,8 @@ def test_a_teacher_identical_to_the_student_is_at_zero_kl_at_the_sampling_temper
     student's own weights gives KL 0 (at T=1 for the teacher alone it would not)."""
     table = tmp_path / "self_eval"
     table.mkdir()
-    (table / "per_task.jsonl").write_text("".join(json.dumps({"task_id": t.id, "overall": 100.0}) + "\n"
-                                                  for t in rl_tasks))
+    (table / "per_task.jsonl").write_text("".join(
+        json.dumps({"task_id": t.id, "status": "ok", "overall": 100.0, "passed": True}) + "\n" for t in rl_tasks))
     teacher = Teacher("self", str(sft_xs), "table", str(table))
     train_opd(str(sft_xs), TeacherPoolConf(teachers=[teacher]), rl_tasks, eval_tasks[:1],
               context(tmp_path / "run", sim), opd=OPD,

@@ -1,9 +1,10 @@
 """Distillation losses on the student's own samples, as pure tensor functions.
 
 Shapes: logits [B, T, V], log-probs and masks [B, T]; positions are aligned as in
-`chorus.rl.losses.token_logprobs` (position t scores token t). Student and teacher log-probs are
-taken at the student's sampling temperature (mode=pg); the direct divergences compare the plain
-(T=1) distributions at the sampled positions."""
+`chorus.rl.losses.token_logprobs` (position t scores token t). Both modes compare student and
+teacher at the student's sampling temperature T (logits / T, as token_logprobs does): the student
+samples from that distribution, so that is the one to pull towards the teacher's (T=1: the plain
+distributions)."""
 from __future__ import annotations
 
 import math
@@ -17,23 +18,30 @@ def pg_advantages(student_logp: torch.Tensor, teacher_logp: torch.Tensor) -> tor
     return -(student_logp - teacher_logp).detach()
 
 
+def _log_softmax_at(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The distribution sampled at `temperature`: the one place the direct divergences apply it."""
+    return torch.log_softmax(logits.float() / temperature, -1)
+
+
 def reverse_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor,
-               normalizer: float) -> torch.Tensor:
-    """opd.mode=direct: sum over the sampled positions of KL(pi_s || pi_t) over the vocabulary."""
-    s = torch.log_softmax(student_logits.float(), -1)
-    t = torch.log_softmax(teacher_logits.float(), -1)
+               normalizer: float, *, temperature: float) -> torch.Tensor:
+    """opd.mode=direct: sum over the sampled positions of KL(pi_s || pi_t) over the vocabulary, both
+    at the sampling temperature."""
+    s = _log_softmax_at(student_logits, temperature)
+    t = _log_softmax_at(teacher_logits, temperature)
     per_pos = (s.exp() * (s - t)).sum(-1)
     return (per_pos * mask).sum() / normalizer
 
 
 def generalized_jsd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor,
-                    normalizer: float, beta: float = 0.5) -> torch.Tensor:
-    """GKD's generalised JSD: beta KL(pi_t || m) + (1 - beta) KL(pi_s || m), m = beta pi_t + (1 - beta) pi_s.
-    beta -> 0 approaches forward KL's behaviour, beta -> 1 reverse KL's (scaled)."""
+                    normalizer: float, beta: float = 0.5, *, temperature: float) -> torch.Tensor:
+    """GKD's generalised JSD: beta KL(pi_t || m) + (1 - beta) KL(pi_s || m), m = beta pi_t + (1 - beta) pi_s,
+    both distributions at the sampling temperature. beta -> 0 approaches forward KL's behaviour,
+    beta -> 1 reverse KL's (scaled)."""
     if not 0 < beta < 1:
         raise ValueError(f"opd.beta must be in (0, 1) for jsd, got {beta}; use divergence=reverse_kl for the limit")
-    s = torch.log_softmax(student_logits.float(), -1)
-    t = torch.log_softmax(teacher_logits.float(), -1)
+    s = _log_softmax_at(student_logits, temperature)
+    t = _log_softmax_at(teacher_logits, temperature)
     m = torch.logsumexp(torch.stack([s + math.log(1 - beta), t + math.log(beta)]), dim=0)
     kl_t = (t.exp() * (t - m)).sum(-1)
     kl_s = (s.exp() * (s - m)).sum(-1)

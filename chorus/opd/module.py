@@ -2,8 +2,9 @@
 under one normaliser, clipping, one optimizer step) with a distillation objective.
 
 mode=pg: per-token advantage -(log pi_s - log pi_t) through the clipped policy-gradient loss.
-mode=direct: a divergence over the vocabulary at each sampled position (reverse KL or GKD's JSD),
-which needs the routed teachers' logits in the update, so it keeps them in memory."""
+mode=direct: a divergence over the vocabulary at each sampled position (reverse KL or GKD's JSD)
+between the two distributions at rl.temperature, the one the student samples from; it needs the
+routed teachers' logits in the update, so it keeps them in memory."""
 from __future__ import annotations
 
 import torch
@@ -49,5 +50,6 @@ class OPDModule(RLModule):
                 t_logits[rows] = teacher(input_ids=ids[rows], attention_mask=attn[rows]).logits.to(logits.dtype)
         kw = {"beta": self.beta} if self.divergence == "jsd" else {}
         # position t-1's distribution predicts token t: align logits with the next token's mask
-        loss = DIVERGENCES[self.divergence](logits[:, :-1], t_logits[:, :-1], mask[:, 1:], normalizer, **kw)
+        loss = DIVERGENCES[self.divergence](logits[:, :-1], t_logits[:, :-1], mask[:, 1:], normalizer,
+                                            temperature=self.rl.temperature, **kw)
         return loss, stats

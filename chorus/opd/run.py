@@ -11,11 +11,10 @@ from ..job_context import JobContext
 from ..policy.engines import SamplingParams
 from ..policy.models import load_model
 from ..rl.algos import OPD_ALGO
-from ..rl.rewards import reward
 from ..rl.run import Objective, eval_device, train_rl
 from .module import OPDModule
 from .rollouts import TeacherModels, collect_opd
-from .teachers import Teacher, TeacherRewards, check_teachers
+from .teachers import Teacher, TeacherRewards, check_teachers, mean_rewards
 
 
 def online_estimator(rl: RLConf, samples: int, ctx: JobContext, device=lambda: "cpu"):
@@ -33,12 +32,8 @@ def online_estimator(rl: RLConf, samples: int, ctx: JobContext, device=lambda: "
                           SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=ctx.seed),
                           ctx.sim, workers=ctx.workers, max_prompt_tokens=rl.max_prompt_tokens, progress=False,
                           on_progress=ctx.progress.callback(phase))
-        by_task: dict[str, list[float]] = {}
-        for r in rows:
-            value = reward(r["status"], r["overall"], r["passed"], rl.reward)
-            if value is not None:
-                by_task.setdefault(r["task_id"], []).append(value)
-        return {t.id: (sum(by_task[t.id]) / len(by_task[t.id]) if by_task.get(t.id) else None) for t in tasks}
+        by_task = mean_rewards(rows, rl.reward)
+        return {t.id: by_task.get(t.id) for t in tasks}
     return estimate
 
 
@@ -60,7 +55,7 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                            device=eval_device(trainer or TrainerConf()))
     rewards = TeacherRewards(teachers, [t.id for t in tasks], pool.missing,
                              online_estimator(rl, pool.online_samples, ctx, device=lambda: models.device),
-                             cache=ctx.out / "teacher_rewards.jsonl")
+                             cache=ctx.out / "teacher_rewards.jsonl", reward_cfg=rl.reward)
     order = [t.name for t in teachers]
     collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
                                 micro_batch=rl.micro_batch)

@@ -2,15 +2,20 @@
 
 Rewards come from an evaluation run's per-task table (`rewards: <run dir or per_task file>`) or
 are estimated online from K teacher samples per task (`source: online`), once per task and cached
-in the run dir. A table that lacks some training tasks either raises or falls back, as
-`teacher_pool.missing` says (error | online | skip)."""
+in the run dir. Either way each sample is scored by `chorus.rl.rewards.reward` with the run's
+rl.reward, as the student's samples are, and harness errors are left out of the mean: the gate
+compares like with like. A table that lacks some training tasks (or has only harness errors for
+them) either raises or falls back, as `teacher_pool.missing` says (error | online | skip)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ..config_schema import Teacher  # one entry of teacher_pool.teachers
+import pandas as pd
+
+from ..config_schema import RewardConfig, Teacher  # Teacher: one entry of teacher_pool.teachers
 from ..modes import MissingRewards, TeacherSource
+from ..rl.rewards import reward
 from ..tracking.identity import variants
 from ..tracking.run_dir import PARQUET, TABLE, kept_answers, read_table
 
@@ -40,6 +45,10 @@ def _variants(checkpoint: Path, index: int, name: str) -> str:
             f"want), or pass teacher_pool.teachers.{index}.checkpoint=<an existing model>")
 
 
+# What `reward()` reads from each row of an evaluation's per-task table (chorus.scoring.result_row).
+REWARD_COLUMNS = ("status", "overall", "passed")
+
+
 def _table_path(where: str | None) -> Path | None:
     if not where:
         return None
@@ -50,17 +59,44 @@ def _table_path(where: str | None) -> Path | None:
     return None
 
 
-def table_rewards(where: str) -> dict[str, float]:
-    """Mean reward (coverage / 100, no coverage = 0) per task over the table's samples."""
-    df = kept_answers(read_table(_table_path(where)))
-    return (df["overall"].fillna(0.0) / 100.0).groupby(df["task_id"]).mean().to_dict()
+def mean_rewards(rows, cfg: RewardConfig) -> dict[str, float | None]:
+    """Per task, the mean `reward()` of its samples (rows with task_id, status, overall, passed, as
+    chorus.scoring.result_row writes them) that are not harness errors; None for a task whose samples
+    are all harness errors: it has no reward, like a task never evaluated."""
+    values: dict[str, list[float]] = {}
+    for r in rows:
+        value = reward(r["status"], r["overall"], r["passed"], cfg)
+        values.setdefault(r["task_id"], [])
+        if value is not None:
+            values[r["task_id"]].append(value)
+    return {k: sum(v) / len(v) if v else None for k, v in values.items()}
+
+
+def table_rewards(where: str, cfg: RewardConfig) -> dict[str, float | None]:
+    """`mean_rewards` over an evaluation's per-task table (its kept answers).
+
+    `passed` is the evaluation's own verdict on the exact coverage. It is the student's (coverage >=
+    the task's target) when the evaluation ran with simulator.strict_instance=false, the default;
+    with true it may be stricter, which only matters when rl.reward.pass_bonus is not 0."""
+    path = _table_path(where)
+    df = kept_answers(read_table(path))
+    absent = [c for c in ("task_id", *REWARD_COLUMNS) if c not in df]
+    if absent:
+        raise ValueError(f"reward table {path} has no {'/'.join(absent)} column; write it with "
+                         f"`python -m chorus.evaluate policy=model ...` (per_task rows) or use source: online")
+    # pandas reads a missing coverage as NaN, which reward() would take for a number
+    rows = ({"task_id": task_id, "status": status, "overall": None if pd.isna(overall) else float(overall),
+             "passed": not pd.isna(passed) and bool(passed)}
+            for task_id, status, overall, passed in zip(df["task_id"], df["status"], df["overall"], df["passed"]))
+    return mean_rewards(rows, cfg)
 
 
 class TeacherRewards:
-    """Per-task rewards of every teacher, with the table/online/missing policy applied."""
+    """Per-task rewards of every teacher, with the table/online/missing policy applied. `reward_cfg`
+    is the run's rl.reward, the one the student's samples are scored with."""
 
     def __init__(self, teachers: list[Teacher], task_ids: list[str], missing: str = "error",
-                 estimate=None, cache: Path | None = None):
+                 estimate=None, cache: Path | None = None, *, reward_cfg: RewardConfig):
         if missing not in list(MissingRewards):
             raise ValueError(f"teacher_pool.missing must be error, online or skip, got {missing!r}")
         self.teachers, self.missing, self.estimate, self.cache = teachers, missing, estimate, cache
@@ -68,13 +104,14 @@ class TeacherRewards:
         self.online: dict[str, set[str]] = {t.name: set() for t in teachers}
         for t in teachers:
             if t.source == "table":
-                table = table_rewards(t.rewards)
-                self.known[t.name].update({k: v for k, v in table.items() if k in set(task_ids)})
-                lacking = sorted(set(task_ids) - set(table))
+                table = table_rewards(t.rewards, reward_cfg)
+                self.known[t.name].update({k: v for k, v in table.items() if k in set(task_ids) and v is not None})
+                lacking = sorted(set(task_ids) - set(self.known[t.name]))
                 if lacking and missing == "error":
+                    harness = sum(k in table for k in lacking)
                     raise ValueError(f"teacher {t.name}: its reward table lacks {len(lacking)} of {len(task_ids)} "
-                                     f"training tasks (e.g. {lacking[0]}); evaluate it on those tasks or set "
-                                     f"teacher_pool.missing=online|skip")
+                                     f"training tasks (e.g. {lacking[0]}; {harness} of them with only harness "
+                                     f"errors); evaluate it on those tasks or set teacher_pool.missing=online|skip")
                 if missing == "online":
                     self.online[t.name].update(lacking)
             else:
