@@ -2,6 +2,7 @@
 import json
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -187,3 +188,77 @@ def test_runs_are_read_under_the_pass_rule_they_were_made_with(tmp_path):
     with pytest.raises(ValueError, match=r"different pass rules \(dapo/stage0: target; opd/three_experts: coverage >= 40 %\)"):
         with_pass_rule(mixed)
     assert task_matrix(with_pass_rule(mixed, 95.0).table, "passed").loc["t0", "dapo/stage2"] == 0.0
+
+
+def tidy_samples(samples: dict) -> pd.DataFrame:
+    """A tidy per-sample table from run -> task -> [(status, coverage), ...] (coverage 0 = none)."""
+    return pd.DataFrame([{"run": run, "task_id": task, "sample": s, "status": status, "coverage": cov,
+                          "passed": cov >= 80}
+                         for run, tasks in samples.items() for task, ss in tasks.items()
+                         for s, (status, cov) in enumerate(ss)])
+
+
+# x and y write equally many valid samples (half) but y's cover more; z never writes one.
+VALIDITY_SAMPLES = {
+    "x": {"t0": [("ok", 80.0), ("compile_error", 0.0)], "t1": [("runtime_error", 30.0), ("empty", 0.0)],
+          "t2": [("harness_error", 0.0), ("ok", 60.0)]},
+    "y": {"t0": [("ok", 50.0), ("ok", 70.0)], "t1": [("rejected", 0.0), ("timeout", 20.0)],  # a timeout's kept coverage
+          "t2": [("ok", 90.0), ("compile_error", 0.0)]},
+    "z": {"t0": [("compile_error", 0.0)] * 2, "t1": [("empty", 0.0)] * 2, "t2": [("missing", 0.0)] * 2},
+}
+
+
+def test_validity_rate_and_coverage_over_valid_samples():
+    from chorus.analysis.validity import validity_stats
+
+    v = validity_stats(tidy_samples(VALIDITY_SAMPLES), n_boot=200)
+    # x: one valid sample of two on every task (ok; runtime_error; ok beside a harness error)
+    assert v["x"]["validity"] == pytest.approx(0.5) and v["x"]["harness_errors"] == 1
+    assert v["x"]["coverage_valid"] == pytest.approx((80 + 30 + 60) / 3)
+    # y: 2/2, 0/2 (rejected, timeout), 1/2 -> 0.5; the timeout's 20 % stays out of the valid mean
+    assert v["y"]["validity"] == pytest.approx((1 + 0 + 0.5) / 3) and v["y"]["harness_errors"] == 0
+    assert v["y"]["coverage_valid"] == pytest.approx((50 + 70 + 90) / 3)
+    for run in ("x", "y"):
+        for key in ("validity", "coverage_valid"):
+            lo, hi = v[run][f"{key}_ci"]
+            assert lo <= v[run][key] <= hi
+    assert v["y"]["validity_ci"][0] < v["y"]["validity_ci"][1]  # y's tasks differ: the interval has width
+    assert v["z"]["validity"] == 0 and math.isnan(v["z"]["coverage_valid"])
+    assert all(math.isnan(x) for x in v["z"]["coverage_valid_ci"])
+    no_status = validity_stats(tidy_samples(VALIDITY_SAMPLES).drop(columns="status"), n_boot=10)
+    assert math.isnan(no_status["x"]["validity"])
+
+
+def test_chorus_table_and_markdown_show_validity_beside_coverage():
+    samples = {r: VALIDITY_SAMPLES[r] for r in ("x", "y")}
+    runs = pd.DataFrame({"run": ["x", "y"], "job": ["rl", "consolidation"]})
+    t = chorus_table(tidy_samples(samples), runs, k=1, n_boot=200).set_index("run")
+    assert t.loc["x", "mean_coverage"] == pytest.approx((40 + 15 + 30) / 3)  # all samples, invalid ones as 0
+    assert t.loc["y", "mean_coverage"] == pytest.approx((60 + 10 + 45) / 3)
+    assert t.loc["x", "validity"] == pytest.approx(0.5) and t.loc["y", "coverage_valid"] == pytest.approx(70.0)
+    assert math.isnan(t.loc[ORACLE, "validity"]) and math.isnan(t.loc[ORACLE, "coverage_valid"])
+    md = to_markdown(t.reset_index())
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in md.splitlines() if not ln.startswith("|:")]
+    header, table = rows[0], {r[0]: dict(zip(rows[0], r)) for r in rows[1:]}
+    assert header[4] == "mean coverage, all samples % [95% CI]"
+    assert table["x"]["valid % [95% CI]"].startswith("50.0 [")
+    assert table["x"]["mean coverage, valid samples % [95% CI]"].startswith("56.7 [")
+    assert table["y"]["mean coverage, valid samples % [95% CI]"].startswith("70.0 [")
+    assert table["x"]["harness errors"] == "1" and table["y"]["harness errors"] == "0"
+    assert table[ORACLE]["valid % [95% CI]"] == "" and table[ORACLE]["harness errors"] == ""
+    alone = pd.DataFrame({"run": ["y"], "job": ["rl"]})
+    no_harness = to_markdown(chorus_table(tidy_samples({"y": samples["y"]}), alone, k=1, n_boot=10))
+    assert "harness errors" not in no_harness  # the column appears only when some run had one
+
+
+def test_report_states_validity(tmp_path):
+    from chorus.analysis.report import write_report
+
+    root = write_fixture_runs(tmp_path / "runs")
+    report = Path(write_report(str(root), tmp_path / "out", n_boot=50)["path"]).read_text()
+    assert "valid % [95% CI]" in report and "mean coverage, valid samples % [95% CI]" in report
+    assert "status ok or runtime_error; a harness error counts as invalid" in report
+    # every fixture run: 11 of 12 samples valid (t5's second is a compile error); OPD's valid samples
+    # cover 7 x 96 + 45 + 55 + 60 + 65 = 897 over 11
+    assert f"opd/three_experts 91.7 % / {897 / 11:.1f} %" in report
+    assert "validity 0.0 points" in report

@@ -26,6 +26,12 @@ def test_analyze_prints_the_table_and_writes_the_plots(tmp_path):
     assert oracle[header[3]].startswith("66.7 [") and oracle["pass@2 %"] == "83.3" and oracle["solved"] == "5"
     assert opd[header[3]].startswith("58.3 [") and opd["gap recovery % (Pass@1)"].startswith("66.7 [")
     assert table["soup/three_experts"]["gap recovery % (Pass@1)"].startswith("-100.0 [")
+    # 11 of 12 samples valid in every run (t5's second is a compile error); OPD's valid samples cover
+    # 7 x 96 + 45 + 55 + 60 + 65 = 897 over 11, its 12 samples 897 over 12
+    assert header[4] == "mean coverage, all samples % [95% CI]" and opd[header[4]].startswith(f"{897 / 12:.1f} [")
+    assert opd["valid % [95% CI]"].startswith("91.7 [") and oracle["valid % [95% CI]"] == ""
+    assert opd["mean coverage, valid samples % [95% CI]"].startswith(f"{897 / 11:.1f} [")
+    assert "a harness error counts as invalid" in p.stdout
     assert f"skipped {runs / 'rl/dapo/crashed'}: no per_task.parquet" in p.stderr
     for name in ("table.md", "table.csv", "complementarity.png", "chorus_table.png", "coverage_strips.png"):
         f = tmp_path / "out" / name

@@ -9,6 +9,7 @@ from . import plots
 from .complementarity import jaccard_matrix, solved_sets, unique_solves
 from .matrix import align_tasks, task_matrix
 from .table import MIN_COVERAGE_HEADROOM, choose_experts, chorus_table, to_markdown
+from .validity import VALIDITY_NOTE
 
 PLOTS = ("complementarity.png", "chorus_table.png", "coverage_strips.png")
 
@@ -56,9 +57,31 @@ def _findings(table, routing, one_task: float) -> list[str]:
                      f"{row['mean_coverage']:.1f} % (best expert {best_c:.1f})"
                      + (f"; gap recovery {100 * gap_p:.0f} % of the Pass@1 headroom" if gap_p == gap_p else "")
                      + (f"; {100 * gap:.0f} % of the coverage headroom" if gap == gap else "") + ".")
+    lines += _validity_findings(t)
     for _, r in routing.iterrows():
         lines.append(f"{r['run']}: {int(r['decisions'])} routing decisions over {int(r['steps'])} steps, "
                      f"{100 * r['routed']:.0f} % distilled, {100 * r['skipped']:.0f} % skipped.")
+    return lines
+
+
+def _validity_findings(t) -> list[str]:
+    """How much of the spread in coverage is a spread in how often a run wrote a valid sample."""
+    if "validity" not in t:
+        return []
+    runs = t[t["kind"] != "oracle"].dropna(subset=["validity"])
+    if runs.empty:
+        return []
+    span = lambda col, scale=1.0: scale * (runs[col].max() - runs[col].min())  # noqa: E731
+    lines = ["Valid samples (parsed, compiled and simulated) / mean coverage of the valid samples: "
+             + ", ".join(f"{r} {100 * v:.1f} % / {c:.1f} %" for r, v, c in
+                         zip(runs.index, runs["validity"], runs["coverage_valid"])) + ". "
+             f"Across runs mean coverage over all samples spans {span('mean_coverage'):.1f} points, over valid "
+             f"samples {span('coverage_valid'):.1f} points, and validity {span('validity', 100):.1f} points."]
+    harness = runs["harness_errors"].fillna(0)
+    if harness.gt(0).any():
+        lines.append("Harness errors (chorus's failures, not the model's): "
+                     + ", ".join(f"{r} {int(h)}" for r, h in harness.items() if h > 0)
+                     + " samples; they count as invalid and as 0 coverage, as in the runs' summaries.")
     return lines
 
 
@@ -93,7 +116,7 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
              "Pass@1 is the mean per-task pass rate; a sample passes "
              + (f"at >= {pass_coverage:g} % coverage (this world's models never reach the tasks' targets of "
                 f"{', '.join(f'{x:g}' for x in targets)} %)" if pass_coverage is not None else
-                "at its task's coverage target") + ". Mean coverage counts a "
+                "at its task's coverage target") + ". " + VALIDITY_NOTE + " Mean coverage counts a "
              "sample with no coverage as 0. Intervals: 95 % percentile bootstrap over tasks. Gap recovery = "
              "(consolidated - best expert) / (oracle union - best expert).", "",
              "## The CHORUS table", "", result["markdown"], ""]
