@@ -42,6 +42,8 @@ def main(cfg: DictConfig) -> None:
             sys.exit(2)
     print(result["markdown"])
     print(f"\n{VALIDITY_NOTE}")
+    if result["sft_deltas"]:
+        print(f"\nEach expert against its own SFT start (paired bootstrap over tasks):\n\n{result['sft_deltas']}")
     print(f"\n{len(runs.runs)} runs, {int(result['table']['n_tasks'].iloc[0])} common tasks -> {out}")
 
 

@@ -8,7 +8,7 @@ from ..tracking.runs import RunSet
 from . import plots
 from .complementarity import jaccard_matrix, solved_sets, unique_solves
 from .matrix import align_tasks, task_matrix
-from .table import MIN_COVERAGE_HEADROOM, choose_experts, chorus_table, to_markdown
+from .table import MIN_COVERAGE_HEADROOM, choose_experts, chorus_table, sft_delta_markdown, to_markdown
 from .validity import VALIDITY_NOTE
 
 PLOTS = ("complementarity.png", "chorus_table.png", "coverage_strips.png")
@@ -29,7 +29,8 @@ def analyze_runs(runs: RunSet, out_dir: str | Path, experts: list[str] | None = 
     plots.chorus_bars(table, out / PLOTS[1])
     listed = [r for r in table["run"] if r in set(t["run"])]  # the table's order: stages, experts, merges
     plots.coverage_strips(task_matrix(t, "coverage")[listed], out / PLOTS[2])
-    return {"table": table, "markdown": markdown, "aligned": t, "experts": chosen, "solved": sets,
+    return {"table": table, "markdown": markdown, "sft_deltas": sft_delta_markdown(table, alpha),
+            "aligned": t, "experts": chosen, "solved": sets,
             "files": [str(out / p) for p in ("table.md", "table.csv", *PLOTS)]}
 
 
@@ -120,6 +121,10 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
              "sample with no coverage as 0. Intervals: 95 % percentile bootstrap over tasks. Gap recovery = "
              "(consolidated - best expert) / (oracle union - best expert).", "",
              "## The CHORUS table", "", result["markdown"], ""]
+    if result["sft_deltas"]:
+        lines += ["## Each expert against its own SFT start", "",
+                  "Expert minus the SFT stage it started from, on the same tasks (what RL added); intervals: paired "
+                  "bootstrap over tasks.", "", result["sft_deltas"], ""]
     findings = _findings(table, routing, 100 / t["task_id"].nunique())
     if findings:
         lines += ["## What the numbers say", "", *[f"- {f}" for f in findings], ""]
