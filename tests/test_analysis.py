@@ -311,3 +311,14 @@ def test_each_expert_against_its_own_sft_start():
     rows = cells(sft_delta_markdown(t.reset_index()))
     assert rows[1:] == [["dapo/stage0", "sft/stage0", "+0.0 [+0.0, +0.0]", f"+17.5 [{lo:+.1f}, {hi:+.1f}]"]]
     assert sft_delta_markdown(chorus_table(tidy_samples(samples), runs.iloc[1:3], k=1, n_boot=10)) == ""
+
+
+def test_findings_name_runs_without_a_valid_sample_and_harness_errors():
+    from chorus.analysis.report import _validity_findings
+
+    samples = {r: VALIDITY_SAMPLES[r] for r in ("x", "z")}
+    runs = pd.DataFrame({"run": ["x", "z"], "job": ["rl", "rl"]})
+    lines = _validity_findings(chorus_table(tidy_samples(samples), runs, k=1, n_boot=10).set_index("run"))
+    assert "x 50.0 % / 56.7 %, z 0.0 % / no valid sample." in lines[0] and "nan" not in lines[0]
+    assert f"spans {(40 + 15 + 30) / 3:.1f} points, over valid samples 0.0 points, and validity 50.0 points" in lines[0]
+    assert lines[1].startswith("Harness errors (chorus's failures, not the model's): x 1 samples")

@@ -72,12 +72,14 @@ def _validity_findings(t) -> list[str]:
     runs = t[t["kind"] != "oracle"].dropna(subset=["validity"])
     if runs.empty:
         return []
-    span = lambda col, scale=1.0: scale * (runs[col].max() - runs[col].min())  # noqa: E731
+    span = lambda col, scale=1.0: scale * (runs[col].max() - runs[col].min())  # noqa: E731 (NaN skipped)
+    over_valid = (f", over valid samples {span('coverage_valid'):.1f} points" if runs["coverage_valid"].notna().any()
+                  else "")
     lines = ["Valid samples (parsed, compiled and simulated) / mean coverage of the valid samples: "
-             + ", ".join(f"{r} {100 * v:.1f} % / {c:.1f} %" for r, v, c in
-                         zip(runs.index, runs["validity"], runs["coverage_valid"])) + ". "
-             f"Across runs mean coverage over all samples spans {span('mean_coverage'):.1f} points, over valid "
-             f"samples {span('coverage_valid'):.1f} points, and validity {span('validity', 100):.1f} points."]
+             + ", ".join(f"{r} {100 * v:.1f} % / " + ("no valid sample" if c != c else f"{c:.1f} %")
+                         for r, v, c in zip(runs.index, runs["validity"], runs["coverage_valid"])) + ". "
+             f"Across runs mean coverage over all samples spans {span('mean_coverage'):.1f} points{over_valid}, "
+             f"and validity {span('validity', 100):.1f} points."]
     harness = runs["harness_errors"].fillna(0)
     if harness.gt(0).any():
         lines.append("Harness errors (chorus's failures, not the model's): "
