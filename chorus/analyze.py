@@ -21,6 +21,7 @@ register_configs()
 @hydra.main(config_path=str(CONF_DIR), config_name="analyze", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from .analysis.report import analyze_runs
+    from .analysis.validity import VALIDITY_NOTE
     from .tracking.runs import load_runs, load_wandb_runs, with_pass_rule
 
     c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
@@ -40,6 +41,9 @@ def main(cfg: DictConfig) -> None:
             print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             sys.exit(2)
     print(result["markdown"])
+    print(f"\n{VALIDITY_NOTE}")
+    if result["sft_deltas"]:
+        print(f"\nEach expert against its own SFT start (paired bootstrap over tasks):\n\n{result['sft_deltas']}")
     print(f"\n{len(runs.runs)} runs, {int(result['table']['n_tasks'].iloc[0])} common tasks -> {out}")
 
 

@@ -2,6 +2,7 @@
 import json
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,7 @@ from chorus.analysis.breakdown import breakdown
 from chorus.analysis.complementarity import jaccard, jaccard_matrix, solved_sets, unique_solves, win_loss
 from chorus.analysis.matrix import align_tasks, pass_at_k_matrix, task_matrix
 from chorus.analysis.oracle import gap_recovery, oracle_union
-from chorus.analysis.table import ORACLE, chorus_table, to_markdown
+from chorus.analysis.table import ORACLE, chorus_table, sft_delta_markdown, to_markdown
 from chorus.tracking.runs import load_runs
 
 EXPERTS = ["dapo/stage0", "dapo/stage1", "dapo/stage2"]
@@ -187,3 +188,137 @@ def test_runs_are_read_under_the_pass_rule_they_were_made_with(tmp_path):
     with pytest.raises(ValueError, match=r"different pass rules \(dapo/stage0: target; opd/three_experts: coverage >= 40 %\)"):
         with_pass_rule(mixed)
     assert task_matrix(with_pass_rule(mixed, 95.0).table, "passed").loc["t0", "dapo/stage2"] == 0.0
+
+
+def cells(markdown: str) -> list[list[str]]:
+    """The cells of each row of a markdown table (the header's too, not the |:--| rule)."""
+    return [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in markdown.splitlines()
+            if ln.startswith("| ")]
+
+
+def tidy_samples(samples: dict) -> pd.DataFrame:
+    """A tidy per-sample table from run -> task -> [(status, coverage), ...] (coverage 0 = none)."""
+    return pd.DataFrame([{"run": run, "task_id": task, "sample": s, "status": status, "coverage": cov,
+                          "passed": cov >= 80}
+                         for run, tasks in samples.items() for task, ss in tasks.items()
+                         for s, (status, cov) in enumerate(ss)])
+
+
+# x and y write equally many valid samples (half) but y's cover more; z never writes one.
+VALIDITY_SAMPLES = {
+    "x": {"t0": [("ok", 80.0), ("compile_error", 0.0)], "t1": [("runtime_error", 30.0), ("empty", 0.0)],
+          "t2": [("harness_error", 0.0), ("ok", 60.0)]},
+    "y": {"t0": [("ok", 50.0), ("ok", 70.0)], "t1": [("rejected", 0.0), ("timeout", 20.0)],  # a timeout's kept coverage
+          "t2": [("ok", 90.0), ("compile_error", 0.0)]},
+    "z": {"t0": [("compile_error", 0.0)] * 2, "t1": [("empty", 0.0)] * 2, "t2": [("missing", 0.0)] * 2},
+}
+
+
+def test_validity_rate_and_coverage_over_valid_samples():
+    from chorus.analysis.validity import validity_stats
+
+    v = validity_stats(tidy_samples(VALIDITY_SAMPLES), n_boot=200)
+    # x: one valid sample of two on every task (ok; runtime_error; ok beside a harness error)
+    assert v["x"]["validity"] == pytest.approx(0.5) and v["x"]["harness_errors"] == 1
+    assert v["x"]["coverage_valid"] == pytest.approx((80 + 30 + 60) / 3)
+    # y: 2/2, 0/2 (rejected, timeout), 1/2 -> 0.5; the timeout's 20 % stays out of the valid mean
+    assert v["y"]["validity"] == pytest.approx((1 + 0 + 0.5) / 3) and v["y"]["harness_errors"] == 0
+    assert v["y"]["coverage_valid"] == pytest.approx((50 + 70 + 90) / 3)
+    for run in ("x", "y"):
+        for key in ("validity", "coverage_valid"):
+            lo, hi = v[run][f"{key}_ci"]
+            assert lo <= v[run][key] <= hi
+    assert v["y"]["validity_ci"][0] < v["y"]["validity_ci"][1]  # y's tasks differ: the interval has width
+    assert v["z"]["validity"] == 0 and math.isnan(v["z"]["coverage_valid"])
+    assert all(math.isnan(x) for x in v["z"]["coverage_valid_ci"])
+    no_status = validity_stats(tidy_samples(VALIDITY_SAMPLES).drop(columns="status"), n_boot=10)
+    assert math.isnan(no_status["x"]["validity"])
+
+
+def test_chorus_table_and_markdown_show_validity_beside_coverage():
+    samples = {r: VALIDITY_SAMPLES[r] for r in ("x", "y")}
+    runs = pd.DataFrame({"run": ["x", "y"], "job": ["rl", "consolidation"]})
+    t = chorus_table(tidy_samples(samples), runs, k=1, n_boot=200).set_index("run")
+    assert t.loc["x", "mean_coverage"] == pytest.approx((40 + 15 + 30) / 3)  # all samples, invalid ones as 0
+    assert t.loc["y", "mean_coverage"] == pytest.approx((60 + 10 + 45) / 3)
+    assert t.loc["x", "validity"] == pytest.approx(0.5) and t.loc["y", "coverage_valid"] == pytest.approx(70.0)
+    assert math.isnan(t.loc[ORACLE, "validity"]) and math.isnan(t.loc[ORACLE, "coverage_valid"])
+    md = to_markdown(t.reset_index())
+    rows = cells(md)
+    header, table = rows[0], {r[0]: dict(zip(rows[0], r)) for r in rows[1:]}
+    assert header[4] == "mean coverage, all samples % [95% CI]"
+    assert table["x"]["valid % [95% CI]"].startswith("50.0 [")
+    assert table["x"]["mean coverage, valid samples % [95% CI]"].startswith("56.7 [")
+    assert table["y"]["mean coverage, valid samples % [95% CI]"].startswith("70.0 [")
+    assert table["x"]["harness errors"] == "1" and table["y"]["harness errors"] == "0"
+    assert table[ORACLE]["valid % [95% CI]"] == "" and table[ORACLE]["harness errors"] == ""
+    alone = pd.DataFrame({"run": ["y"], "job": ["rl"]})
+    no_harness = to_markdown(chorus_table(tidy_samples({"y": samples["y"]}), alone, k=1, n_boot=10))
+    assert "harness errors" not in no_harness  # the column appears only when some run had one
+
+
+def test_report_states_validity(tmp_path):
+    from chorus.analysis.report import write_report
+
+    from chorus.tracking.record import run_metadata
+    from chorus.tracking.run_dir import write_run
+    from chorus.tracking.summary import summarize
+    from run_fixtures import rows_for
+
+    root = write_fixture_runs(tmp_path / "runs")
+    sft = rows_for(PASSES["rl/dapo/stage1"])  # an SFT stage0 that did as well as dapo/stage1
+    write_run(root / "sft/stage0", sft, {**summarize(sft), **run_metadata("sft", "tiny-s", 0, sft_stage="stage0")})
+    report = Path(write_report(str(root), tmp_path / "out", n_boot=50)["path"]).read_text()
+    assert "valid % [95% CI]" in report and "mean coverage, valid samples % [95% CI]" in report
+    assert "status ok or runtime_error; a harness error counts as invalid" in report
+    # every fixture run: 11 of 12 samples valid (t5's second is a compile error); OPD's valid samples
+    # cover 7 x 96 + 45 + 55 + 60 + 65 = 897 over 11
+    assert f"opd/three_experts 91.7 % / {897 / 11:.1f} %" in report
+    assert "validity 0.0 points" in report
+    # dapo/stage0 against it: Pass@1 1.5/6 - 2.5/6; coverage (728 - 810) / 12 (the samples' 96s and 40 + 5i)
+    section = report.split("## Each expert against its own SFT start")[1].split("\n## ")[0]
+    rows = {r[0]: r for r in cells(section) if r[0] in ("dapo/stage0", "dapo/stage1", "dapo/stage2")}
+    assert list(rows) == ["dapo/stage0"] and rows["dapo/stage0"][1] == "sft/stage0"
+    assert rows["dapo/stage0"][2].startswith(f"{-100 / 6:+.1f} [")
+    assert rows["dapo/stage0"][3].startswith(f"{(728 - 810) / 12:+.1f} [")
+
+
+def test_each_expert_against_its_own_sft_start():
+    from chorus.analysis.sft_delta import sft_starts
+
+    runs = pd.DataFrame([
+        {"run": "sft/stage0", "job": "sft", "sft_stage": "stage0", "seed": 0},
+        {"run": "dapo/stage0", "job": "rl", "sft_stage": "stage0", "seed": 0},
+        {"run": "dapo/stage1", "job": "rl", "sft_stage": "stage1", "seed": 0},  # its SFT stage is not loaded
+        {"run": "sft/stage2 (seed 0)", "job": "sft", "sft_stage": "stage2", "seed": 0},
+        {"run": "sft/stage2 (seed 1)", "job": "sft", "sft_stage": "stage2", "seed": 1},
+        {"run": "dapo/stage2", "job": "rl", "sft_stage": "stage2", "seed": 1},  # two stage2 SFT runs: its seed's
+    ])
+    assert sft_starts(runs) == {"dapo/stage0": "sft/stage0", "dapo/stage2": "sft/stage2 (seed 1)"}
+    twins = runs.assign(seed=0)  # two stage2 SFT runs of its seed: no guess
+    assert sft_starts(twins) == {"dapo/stage0": "sft/stage0"}
+
+    cov = {"sft/stage0": [60, 20, 10, 0], "dapo/stage0": [70, 60, 10, 20], "dapo/stage1": [0, 90, 90, 90]}
+    samples = {r: {f"t{i}": [("ok", float(c))] for i, c in enumerate(cs)} for r, cs in cov.items()}
+    t = chorus_table(tidy_samples(samples), runs.iloc[:3], k=1, n_boot=300).set_index("run")
+    # passes at >= 80 (tidy_samples): sft/stage0 none, dapo/stage0 none; coverage diffs 10, 40, 0, 20
+    assert t.loc["dapo/stage0", "sft_start"] == "sft/stage0"
+    assert t.loc["dapo/stage0", "delta_pass_at_1"] == 0
+    assert t.loc["dapo/stage0", "delta_coverage"] == pytest.approx((10 + 40 + 0 + 20) / 4)
+    lo, hi = t.loc["dapo/stage0", "delta_coverage_ci"]
+    assert 0 <= lo < 17.5 < hi <= 40  # paired: every resampled task gains, so no interval below 0
+    assert pd.isna(t.loc["dapo/stage1", "sft_start"]) and math.isnan(t.loc["dapo/stage1", "delta_coverage"])
+    rows = cells(sft_delta_markdown(t.reset_index()))
+    assert rows[1:] == [["dapo/stage0", "sft/stage0", "+0.0 [+0.0, +0.0]", f"+17.5 [{lo:+.1f}, {hi:+.1f}]"]]
+    assert sft_delta_markdown(chorus_table(tidy_samples(samples), runs.iloc[1:3], k=1, n_boot=10)) == ""
+
+
+def test_findings_name_runs_without_a_valid_sample_and_harness_errors():
+    from chorus.analysis.report import _validity_findings
+
+    samples = {r: VALIDITY_SAMPLES[r] for r in ("x", "z")}
+    runs = pd.DataFrame({"run": ["x", "z"], "job": ["rl", "rl"]})
+    lines = _validity_findings(chorus_table(tidy_samples(samples), runs, k=1, n_boot=10).set_index("run"))
+    assert "x 50.0 % / 56.7 %, z 0.0 % / no valid sample." in lines[0] and "nan" not in lines[0]
+    assert f"spans {(40 + 15 + 30) / 3:.1f} points, over valid samples 0.0 points, and validity 50.0 points" in lines[0]
+    assert lines[1].startswith("Harness errors (chorus's failures, not the model's): x 1 samples")

@@ -4,7 +4,9 @@ import sys
 
 from run_fixtures import PASSES, TASKS, meta_for, rows_for, write_fixture_runs
 
+from chorus.tracking.record import run_metadata
 from chorus.tracking.run_dir import write_run
+from chorus.tracking.summary import summarize
 
 
 def analyze(*args, cwd):
@@ -14,6 +16,8 @@ def analyze(*args, cwd):
 
 def test_analyze_prints_the_table_and_writes_the_plots(tmp_path):
     runs = write_fixture_runs(tmp_path / "runs")
+    sft = rows_for(PASSES["rl/dapo/stage1"])  # dapo/stage0's SFT start, as good as dapo/stage1
+    write_run(runs / "sft/stage0", sft, {**summarize(sft), **run_metadata("sft", "tiny-s", 0, sft_stage="stage0")})
     (runs / "rl/dapo/crashed").mkdir(parents=True)
     (runs / "rl/dapo/crashed/steps.jsonl").write_text('{"step": 1}\n')
     p = analyze(f"runs={runs}/**", f"out={tmp_path / 'out'}", "bootstrap=100", "k=2", cwd=tmp_path)
@@ -26,6 +30,14 @@ def test_analyze_prints_the_table_and_writes_the_plots(tmp_path):
     assert oracle[header[3]].startswith("66.7 [") and oracle["pass@2 %"] == "83.3" and oracle["solved"] == "5"
     assert opd[header[3]].startswith("58.3 [") and opd["gap recovery % (Pass@1)"].startswith("66.7 [")
     assert table["soup/three_experts"]["gap recovery % (Pass@1)"].startswith("-100.0 [")
+    # 11 of 12 samples valid in every run (t5's second is a compile error); OPD's valid samples cover
+    # 7 x 96 + 45 + 55 + 60 + 65 = 897 over 11, its 12 samples 897 over 12
+    assert header[4] == "mean coverage, all samples % [95% CI]" and opd[header[4]].startswith(f"{897 / 12:.1f} [")
+    assert opd["valid % [95% CI]"].startswith("91.7 [") and oracle["valid % [95% CI]"] == ""
+    assert opd["mean coverage, valid samples % [95% CI]"].startswith(f"{897 / 11:.1f} [")
+    assert "a harness error counts as invalid" in p.stdout
+    delta = p.stdout.split("Each expert against its own SFT start")[1]
+    assert f"| dapo/stage0 | sft/stage0  | {-100 / 6:+.1f} [" in delta  # Pass@1 1.5/6 - 2.5/6
     assert f"skipped {runs / 'rl/dapo/crashed'}: no per_task.parquet" in p.stderr
     for name in ("table.md", "table.csv", "complementarity.png", "chorus_table.png", "coverage_strips.png"):
         f = tmp_path / "out" / name

@@ -8,7 +8,8 @@ from ..tracking.runs import RunSet
 from . import plots
 from .complementarity import jaccard_matrix, solved_sets, unique_solves
 from .matrix import align_tasks, task_matrix
-from .table import MIN_COVERAGE_HEADROOM, choose_experts, chorus_table, to_markdown
+from .table import MIN_COVERAGE_HEADROOM, choose_experts, chorus_table, sft_delta_markdown, to_markdown
+from .validity import VALIDITY_NOTE
 
 PLOTS = ("complementarity.png", "chorus_table.png", "coverage_strips.png")
 
@@ -28,7 +29,8 @@ def analyze_runs(runs: RunSet, out_dir: str | Path, experts: list[str] | None = 
     plots.chorus_bars(table, out / PLOTS[1])
     listed = [r for r in table["run"] if r in set(t["run"])]  # the table's order: stages, experts, merges
     plots.coverage_strips(task_matrix(t, "coverage")[listed], out / PLOTS[2])
-    return {"table": table, "markdown": markdown, "aligned": t, "experts": chosen, "solved": sets,
+    return {"table": table, "markdown": markdown, "sft_deltas": sft_delta_markdown(table, alpha),
+            "aligned": t, "experts": chosen, "solved": sets,
             "files": [str(out / p) for p in ("table.md", "table.csv", *PLOTS)]}
 
 
@@ -56,9 +58,33 @@ def _findings(table, routing, one_task: float) -> list[str]:
                      f"{row['mean_coverage']:.1f} % (best expert {best_c:.1f})"
                      + (f"; gap recovery {100 * gap_p:.0f} % of the Pass@1 headroom" if gap_p == gap_p else "")
                      + (f"; {100 * gap:.0f} % of the coverage headroom" if gap == gap else "") + ".")
+    lines += _validity_findings(t)
     for _, r in routing.iterrows():
         lines.append(f"{r['run']}: {int(r['decisions'])} routing decisions over {int(r['steps'])} steps, "
                      f"{100 * r['routed']:.0f} % distilled, {100 * r['skipped']:.0f} % skipped.")
+    return lines
+
+
+def _validity_findings(t) -> list[str]:
+    """How much of the spread in coverage is a spread in how often a run wrote a valid sample."""
+    if "validity" not in t:
+        return []
+    runs = t[t["kind"] != "oracle"].dropna(subset=["validity"])
+    if runs.empty:
+        return []
+    span = lambda col, scale=1.0: scale * (runs[col].max() - runs[col].min())  # noqa: E731 (NaN skipped)
+    over_valid = (f", over valid samples {span('coverage_valid'):.1f} points" if runs["coverage_valid"].notna().any()
+                  else "")
+    lines = ["Valid samples (parsed, compiled and simulated) / mean coverage of the valid samples: "
+             + ", ".join(f"{r} {100 * v:.1f} % / " + ("no valid sample" if c != c else f"{c:.1f} %")
+                         for r, v, c in zip(runs.index, runs["validity"], runs["coverage_valid"])) + ". "
+             f"Across runs mean coverage over all samples spans {span('mean_coverage'):.1f} points{over_valid}, "
+             f"and validity {span('validity', 100):.1f} points."]
+    harness = runs["harness_errors"].fillna(0)
+    if harness.gt(0).any():
+        lines.append("Harness errors (chorus's failures, not the model's): "
+                     + ", ".join(f"{r} {int(h)}" for r, h in harness.items() if h > 0)
+                     + " samples; they count as invalid and as 0 coverage, as in the runs' summaries.")
     return lines
 
 
@@ -93,10 +119,14 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
              "Pass@1 is the mean per-task pass rate; a sample passes "
              + (f"at >= {pass_coverage:g} % coverage (this world's models never reach the tasks' targets of "
                 f"{', '.join(f'{x:g}' for x in targets)} %)" if pass_coverage is not None else
-                "at its task's coverage target") + ". Mean coverage counts a "
+                "at its task's coverage target") + ". " + VALIDITY_NOTE + " Mean coverage counts a "
              "sample with no coverage as 0. Intervals: 95 % percentile bootstrap over tasks. Gap recovery = "
              "(consolidated - best expert) / (oracle union - best expert).", "",
              "## The CHORUS table", "", result["markdown"], ""]
+    if result["sft_deltas"]:
+        lines += ["## Each expert against its own SFT start", "",
+                  "Expert minus the SFT stage it started from, on the same tasks (what RL added); intervals: paired "
+                  "bootstrap over tasks.", "", result["sft_deltas"], ""]
     findings = _findings(table, routing, 100 / t["task_id"].nunique())
     if findings:
         lines += ["## What the numbers say", "", *[f"- {f}" for f in findings], ""]

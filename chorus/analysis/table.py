@@ -11,6 +11,8 @@ from .bootstrap import bootstrap_ci
 from .complementarity import solved_sets, unique_solves
 from .matrix import align_tasks, pass_at_k_matrix, task_matrix
 from .oracle import gap_recovery, oracle_union
+from .sft_delta import sft_deltas, sft_starts
+from .validity import validity_stats
 
 ORACLE = "oracle union (experts)"
 MIN_COVERAGE_HEADROOM = 1.0  # points of mean coverage
@@ -51,6 +53,8 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
     unique = unique_solves({e: sets[e] for e in experts})
     oracle = oracle_union(P[experts], C[experts], K[experts] if K is not None else None, min_rate)
     ci = dict(n_boot=n_boot, alpha=alpha, seed=seed)
+    valid = validity_stats(t, **ci)  # validity, coverage over valid samples, harness errors (validity.py)
+    deltas = sft_deltas(P, C, sft_starts(runs), **ci)  # each expert minus its SFT start (sft_delta.py)
     mean = lambda m: float(m.mean())  # noqa: E731
     best_of = lambda m: float(m.max(axis=1).mean())  # noqa: E731
     job = dict(zip(runs["run"], runs["job"]))
@@ -60,7 +64,7 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
                 else "sft stage" if job.get(r) == "sft" else "other")
         row = {"run": r, "kind": kind, "n_tasks": len(P), "pass_at_1": P[r].mean(),
                "pass_at_1_ci": bootstrap_ci(P[r], mean, **ci), "mean_coverage": C[r].mean(),
-               "mean_coverage_ci": bootstrap_ci(C[r], mean, **ci),
+               "mean_coverage_ci": bootstrap_ci(C[r], mean, **ci), **valid[r], **deltas.get(r, {}),
                **({f"pass_at_{k}": K[r].mean() if K is not None else math.nan} if k > 1 else {}),
                "solved": len(sets[r]),
                "unique": len(unique[r]) if r in unique else None}
@@ -95,6 +99,20 @@ def _cov(v, ci) -> str:  # coverage is already in percent
     return _with_ci(None if v is None else v / 100, tuple(x / 100 for x in ci) if isinstance(ci, tuple) else ci)
 
 
+def _validity_columns(df: pd.DataFrame, level: str) -> dict:
+    """valid %, coverage over valid samples and, when any run had some, harness errors (validity.py)."""
+    if "validity" not in df:
+        return {}
+    blank = [None] * len(df)
+    cols = {f"valid % [{level} CI]": [_with_ci(v, c) for v, c in zip(df["validity"], df["validity_ci"])],
+            f"mean coverage, valid samples % [{level} CI]": [_cov(v, c) for v, c in zip(df["coverage_valid"],
+                                                                                      df["coverage_valid_ci"])]}
+    harness = df.get("harness_errors", pd.Series(blank, dtype=float))
+    if harness.fillna(0).gt(0).any():
+        cols["harness errors"] = ["" if h != h or h is None else int(h) for h in harness]
+    return cols
+
+
 def to_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
     """The table as markdown: percentages with [lo, hi] bootstrap intervals."""
     level = f"{100 * (1 - alpha):.0f}%"
@@ -103,8 +121,10 @@ def to_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
     show = pd.DataFrame({
         "run": df["run"], "kind": df["kind"], "tasks": df["n_tasks"],
         f"Pass@1 % [{level} CI]": [_with_ci(v, c) for v, c in zip(df["pass_at_1"], df["pass_at_1_ci"])],
-        f"mean coverage % [{level} CI]": [_cov(v, c) for v, c in zip(df["mean_coverage"], df["mean_coverage_ci"])],
+        f"mean coverage, all samples % [{level} CI]": [_cov(v, c) for v, c in zip(df["mean_coverage"],
+                                                                                   df["mean_coverage_ci"])],
         **({k_col.replace("pass_at_", "pass@") + " %": [_pct(v) for v in df[k_col]]} if k_col else {}),
+        **_validity_columns(df, level),
         "solved": df["solved"], "unique": [("" if u is None or u != u else int(u)) for u in df["unique"]],
         "gap recovery % (Pass@1)": [_with_ci(v, c) if kind == "consolidated" else ""
                                   for v, c, kind in zip(df.get("gap_recovery", [None] * len(df)),
@@ -113,3 +133,29 @@ def to_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
                                     for v, kind in zip(df.get("gap_recovery_coverage", [None] * len(df)), df["kind"])],
     })
     return show.to_markdown(index=False)
+
+
+def _signed(v, ci, scale: float) -> str:
+    if v is None or v != v:
+        return ""
+    text = f"{scale * v:+.1f}"
+    return text if not isinstance(ci, tuple) or any(x != x for x in ci) else \
+        f"{text} [{scale * ci[0]:+.1f}, {scale * ci[1]:+.1f}]"
+
+
+def sft_delta_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
+    """Each expert against the SFT stage it started from, in points with paired intervals; "" when
+    no loaded expert has its SFT start loaded too."""
+    if "sft_start" not in df:
+        return ""
+    rows = df[df["sft_start"].notna()]
+    if rows.empty:
+        return ""
+    level = f"{100 * (1 - alpha):.0f}%"
+    return pd.DataFrame({
+        "run": rows["run"], "SFT start": rows["sft_start"],
+        f"Δ Pass@1 points [{level} CI]": [_signed(v, c, 100) for v, c in zip(rows["delta_pass_at_1"],
+                                                                              rows["delta_pass_at_1_ci"])],
+        f"Δ mean coverage points [{level} CI]": [_signed(v, c, 1) for v, c in zip(rows["delta_coverage"],
+                                                                                   rows["delta_coverage_ci"])],
+    }).to_markdown(index=False)
