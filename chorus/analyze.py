@@ -40,6 +40,8 @@ def main(cfg: DictConfig) -> None:
             print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             sys.exit(2)
     print(result["markdown"])
+    print("\nCross-fitted oracle union: headroom over the best expert, beside the null of identical experts\n")
+    print(result["headroom"])
     print(f"\n{len(runs.runs)} runs, {int(result['table']['n_tasks'].iloc[0])} common tasks -> {out}")
 
 
