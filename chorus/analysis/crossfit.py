@@ -79,14 +79,6 @@ def _choose(select: np.ndarray, score: np.ndarray) -> np.ndarray:
     return (score * best).sum(axis=2) / best.sum(axis=2)
 
 
-def _choose_one(select: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Per split, the score on each task of the one run best on `select` averaged over all tasks
-    (the best single run, chosen on the same half as the oracle). -> splits x tasks."""
-    mean = np.nanmean(select, axis=1, keepdims=True)  # splits x 1 x runs
-    best = np.isclose(mean, np.nanmax(mean, axis=2, keepdims=True), rtol=0, atol=1e-12)
-    return (score * best).sum(axis=2) / best.sum(axis=2)
-
-
 def _halves(x: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per split, task and run: the sum of x over the masked samples, and their count."""
     x0 = np.nan_to_num(x)[None]
@@ -96,30 +88,24 @@ def _halves(x: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def cross_fit(c: Cells, k: int | None, n_splits: int, rng: np.random.Generator) -> dict:
     """Per task, over the splits and both ways round (choose on A score on B, choose on B score on
     A): the mean Pass@1, mean coverage and pass@k (k given and both halves of every cell holding
-    at least k samples, else NaN) of the run chosen on the other half; and, as single_<metric>, the
-    same for the one run best over all tasks on the other half. Every cell needs 2 samples."""
+    at least k samples, else NaN) of the run chosen on the other half. Every cell needs 2 samples."""
     valid = ~np.isnan(c.passed)
     masks = half_masks(c.counts, n_splits, rng)
     do_k = bool(k) and k > 1 and int((c.counts // 2).min()) >= k
-    sums = {m: 0.0 for m in ("pass_at_1", "mean_coverage", "pass_at_k")}
-    sums.update({f"single_{m}": 0.0 for m in list(sums)})
-
-    def add(metric: str, select: np.ndarray, score: np.ndarray) -> None:
-        sums[metric] = sums[metric] + _choose(select, score).sum(axis=0)
-        sums[f"single_{metric}"] = sums[f"single_{metric}"] + _choose_one(select, score).sum(axis=0)
+    sums = {"pass_at_1": 0.0, "mean_coverage": 0.0, "pass_at_k": 0.0}
     for start in range(0, len(masks), CHUNK):
         a = masks[start:start + CHUNK]
         b = valid[None] & ~a
         (pa, na), (pb, nb) = _halves(c.passed, a), _halves(c.passed, b)
         (ca, _), (cb, _) = _halves(c.coverage, a), _halves(c.coverage, b)
         for (ps, ns, cs), (pe, ne, ce) in (((pa, na, ca), (pb, nb, cb)), ((pb, nb, cb), (pa, na, ca))):
-            add("pass_at_1", ps / ns, pe / ne)
-            add("mean_coverage", cs / ns, ce / ne)
+            sums["pass_at_1"] = sums["pass_at_1"] + _choose(ps / ns, pe / ne).sum(axis=0)
+            sums["mean_coverage"] = sums["mean_coverage"] + _choose(cs / ns, ce / ne).sum(axis=0)
             if do_k:
-                add("pass_at_k", pass_at_k(ns, ps, k), pass_at_k(ne, pe, k))
+                sums["pass_at_k"] = sums["pass_at_k"] + _choose(pass_at_k(ns, ps, k), pass_at_k(ne, pe, k)).sum(axis=0)
     out = {m: np.asarray(v, dtype=float) / (2 * len(masks)) for m, v in sums.items()}
     if not do_k:
-        out["pass_at_k"] = out["single_pass_at_k"] = np.full(len(c.tasks), np.nan)
+        out["pass_at_k"] = np.full(len(c.tasks), np.nan)
     return {**out, "splits": len(masks)}
 
 
