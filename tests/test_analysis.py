@@ -125,7 +125,8 @@ def test_chorus_table_rows_and_gap_recovery(runs):
     # stage2's (1, 0) ties it half the time: (1 + 0) / 2); t3 1/6 (as t1); t4 1; t5 0 -> 37/72
     assert t.loc[ORACLE, "pass_at_1"] == pytest.approx(37 / 72) and t.loc[ORACLE, "solved"] == 5
     assert t.loc[ORACLE, "in_sample_pass_at_1"] == pytest.approx(4 / 6)  # the old, optimistic oracle
-    assert math.isnan(t.loc[ORACLE, "pass_at_2"]) and "pass@2 needs 2 samples in each half" in t.loc[ORACLE, "oracle_notes"]
+    assert math.isnan(t.loc[ORACLE, "pass_at_2"])
+    assert "pass@2 needs 2 samples in each half" in t.loc[ORACLE, "oracle_notes"]
     # 6 tasks: the headroom is not beyond the null of identical experts, so gap recovery is undefined
     assert not t.loc[ORACLE, "beyond_null"] and not t.loc[ORACLE, "beyond_null_coverage"]
     lo, hi = t.loc[ORACLE, "headroom_ci"]

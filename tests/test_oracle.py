@@ -131,3 +131,23 @@ def test_one_sample_per_task_is_undefined_not_in_sample():
                          n_boot=20).set_index("run")
     assert math.isnan(table.loc[ORACLE, "pass_at_1"]) and math.isnan(table.loc[ORACLE, "headroom"])
     assert "needs at least 2 samples" in table.loc[ORACLE, "oracle_notes"]
+
+
+def test_the_true_gap_recovery_lies_between_the_in_sample_and_the_cross_fitted_ratios():
+    """Each expert passes 0.8 of the samples on its third of the tasks and 0.2 elsewhere (true oracle
+    0.8, best expert 0.4); a consolidated model passes 0.6 everywhere: true gap recovery 1/2. The
+    in-sample oracle (too high) gives a lower ratio, the cross-fitted one (too low, being
+    conservative) a higher one."""
+    t = simulated(150, 4, lambda r, i: 0.8 if i % 3 == r else 0.2, seed=3)
+    merged = simulated(150, 4, lambda r, i: 0.6, seed=4).query("run == 'e0'").assign(run="merged")
+    runs = pd.DataFrame({"run": ["e0", "e1", "e2", "merged"], "job": ["rl"] * 3 + ["consolidation"]})
+    table = chorus_table(pd.concat([t, merged]), runs, k=2, n_boot=100).set_index("run")
+    oracle = table.loc[ORACLE]
+    assert oracle["beyond_null"] and oracle["pass_at_1"] < 0.8 < oracle["in_sample_pass_at_1"]
+    # with the observed Pass@1s, the ratio against the true oracle (0.8) lies between the two
+    merged_p, best = table.loc["merged", "pass_at_1"], table.loc[["e0", "e1", "e2"], "pass_at_1"].max()
+    truth = (merged_p - best) / (0.8 - best)
+    assert 0.3 < truth < 0.7
+    assert table.loc["merged", "gap_recovery_in_sample"] < truth < table.loc["merged", "gap_recovery"]
+    lo, hi = table.loc["merged", "gap_recovery_ci"]
+    assert lo < table.loc["merged", "gap_recovery"] < hi

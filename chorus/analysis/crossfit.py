@@ -128,6 +128,6 @@ def dealt(c: Cells, rng: np.random.Generator) -> Cells:
     pos = start[:, :, None] + np.arange(N)[None, None, :]
     inside = np.arange(N)[None, None, :] < c.counts[:, :, None]
     src = np.take_along_axis(order, np.where(inside, pos, 0).reshape(T, R * N), axis=1).reshape(T, R, N)
-    take = lambda x: np.where(inside, np.take_along_axis(x, src.reshape(T, R * N), axis=1).reshape(T, R, N),  # noqa: E731
-                              np.nan)
+    def take(x: np.ndarray) -> np.ndarray:
+        return np.where(inside, np.take_along_axis(x, src.reshape(T, R * N), axis=1).reshape(T, R, N), np.nan)
     return Cells(c.tasks, c.runs, take(flat_p), take(flat_c), c.counts.copy())

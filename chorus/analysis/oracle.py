@@ -171,7 +171,8 @@ def oracle_headroom(table: pd.DataFrame, runs: list[str], k: int | None = None, 
         both = np.column_stack([o, single[m][:, int(np.argmax(means))] if not np.isnan(means).any() else o])
         out[m], out[f"{m}_ci"] = fit[m], bootstrap_ci(o, lambda x: float(x.mean()), **ci)
         out[f"best_single_{m}"] = float(np.max(means)) if not np.isnan(means).any() else float("nan")
-        out[f"in_sample_{m}"] = float(np.max(single[m], axis=1).mean()) if not np.isnan(single[m]).any() else float("nan")
+        out[f"in_sample_{m}"] = (float(np.max(single[m], axis=1).mean()) if not np.isnan(single[m]).any()
+                                 else float("nan"))
         out[f"headroom_{m}"] = out[m] - out[f"best_single_{m}"]
         nan = np.isnan(out[f"headroom_{m}"])
         out[f"headroom_{m}_ci"] = (float("nan"), float("nan")) if nan else bootstrap_ci(both, _headroom_stat, **ci)

@@ -10,7 +10,7 @@ import pandas as pd
 from .bootstrap import bootstrap_ci
 from .complementarity import solved_sets, unique_solves
 from .matrix import align_tasks, pass_at_k_matrix, task_matrix
-from .oracle import gap_recovery_beyond_null, oracle_headroom, oracle_union
+from .oracle import gap_recovery, gap_recovery_beyond_null, oracle_headroom, oracle_union
 
 ORACLE = "oracle union (experts)"
 KIND_ORDER = {"sft stage": 0, "expert": 1, "oracle": 2, "consolidated": 3, "other": 4}
@@ -38,8 +38,11 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
     columns: its headroom over the best expert, with a bootstrap interval, beside the headroom of a
     null of identical experts; oracle_notes says why a value is NaN (too few samples per task). Gap
     recovery uses the cross-fitted oracle and is left undefined (NaN) unless the headroom is beyond
-    the null (the lower end of its interval above the null's mean): a ratio over noise. `solved` on
-    the oracle row is the in-sample union of the experts' solved sets."""
+    the null (the lower end of its interval above the null's mean): a ratio over noise.
+    gap_recovery*_in_sample take the in-sample oracle instead: in expectation the in-sample oracle is
+    at or above the true one and the cross-fitted one at or below it, so the true gap recovery lies,
+    up to noise, between the two ratios. `solved` on the oracle row is the in-sample union of the experts' solved
+    sets."""
     t = align_tasks(table)
     experts = choose_experts(runs, experts)
     P, C = task_matrix(t, "passed"), task_matrix(t, "coverage")
@@ -68,6 +71,11 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
                 P[r].reindex(order).to_numpy(), oracle, "pass_at_1", **ci)
             row["gap_recovery_coverage"], row["gap_recovery_coverage_ci"] = gap_recovery_beyond_null(
                 C[r].reindex(order).to_numpy(), oracle, "mean_coverage", **ci)
+            for col, m, v in (("gap_recovery_in_sample", "pass_at_1", P[r].mean()),
+                              ("gap_recovery_coverage_in_sample", "mean_coverage", C[r].mean())):
+                # against the in-sample oracle: the true ratio lies between this and the cross-fitted one
+                row[col] = (gap_recovery(v, oracle[f"best_single_{m}"], oracle[f"in_sample_{m}"])
+                            if oracle[f"beyond_null_{m}"] else math.nan)
         rows.append(row)
     rows.append({"run": ORACLE, "kind": "oracle", "n_tasks": len(P), "pass_at_1": oracle["pass_at_1"],
                  "pass_at_1_ci": oracle["pass_at_1_ci"], "mean_coverage": oracle["mean_coverage"],
@@ -81,7 +89,8 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
 def oracle_columns(oracle: dict) -> dict:
     """The oracle row's headroom columns (suffix "" for Pass@1, "_coverage", "_pass_at_k")."""
     cols = {"oracle_notes": "; ".join(oracle["notes"].values()) or None,
-            "in_sample_pass_at_1": oracle["in_sample_pass_at_1"], "in_sample_mean_coverage": oracle["in_sample_mean_coverage"]}
+            "in_sample_pass_at_1": oracle["in_sample_pass_at_1"],
+            "in_sample_mean_coverage": oracle["in_sample_mean_coverage"]}
     for m, suffix in (("pass_at_1", ""), ("mean_coverage", "_coverage"), ("pass_at_k", "_pass_at_k")):
         cols.update({f"headroom{suffix}": oracle[f"headroom_{m}"], f"headroom{suffix}_ci": oracle[f"headroom_{m}_ci"],
                      f"null_headroom{suffix}": oracle[f"null_headroom_{m}"],
