@@ -30,6 +30,7 @@ def test_analyze_prints_the_table_and_writes_the_plots(tmp_path):
     assert table["soup/three_experts"]["gap recovery % (Pass@1)"] == ""
     headroom = next(r for r in rows if r[0] == "Pass@1")  # the second table: metric, headroom, null, beyond it
     assert "beside the null of identical experts" in p.stdout and headroom[-1] == "no"
+    assert next(r for r in rows if r[0] == "pass@2")[1:] == ["undefined"] * 3  # 2 samples: no halves of 2
     assert f"skipped {runs / 'rl/dapo/crashed'}: no per_task.parquet" in p.stderr
     for name in ("table.md", "table.csv", "complementarity.png", "chorus_table.png", "coverage_strips.png"):
         f = tmp_path / "out" / name

@@ -41,8 +41,8 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
     the null (the lower end of its interval above the null's mean): a ratio over noise.
     gap_recovery*_in_sample take the in-sample oracle instead: in expectation the in-sample oracle is
     at or above the true one and the cross-fitted one at or below it, so the true gap recovery lies,
-    up to noise, between the two ratios. `solved` on the oracle row is the in-sample union of the experts' solved
-    sets."""
+    up to noise, between the two ratios. `solved` on the oracle row is the in-sample union of the
+    experts' solved sets."""
     t = align_tasks(table)
     experts = choose_experts(runs, experts)
     P, C = task_matrix(t, "passed"), task_matrix(t, "coverage")
@@ -136,20 +136,24 @@ def to_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
 
 
 def headroom_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
-    """The oracle row's headroom beside the null of identical experts, one line per metric."""
+    """The oracle row's headroom beside the null of identical experts, one line per metric
+    ("undefined" where it cannot be cross-fitted: oracle_notes says why)."""
     o = df[df["kind"] == "oracle"].iloc[0]
     level = f"{100 * (1 - alpha):.0f}%"
+    k_col = next((c for c in df.columns if c.startswith("pass_at_") and c != "pass_at_1" and not c.endswith("_ci")),
+                 None)
+    metrics = [("Pass@1", "", 100.0), ("mean coverage", "_coverage", 1.0)]
+    metrics += [(k_col.replace("pass_at_", "pass@"), "_pass_at_k", 100.0)] if k_col else []
     lines = []
-    for name, suffix, scale in (("Pass@1", "", 100.0), ("mean coverage", "_coverage", 1.0),
-                                ("pass@k", "_pass_at_k", 100.0)):
-        if f"headroom{suffix}" not in o or (name == "pass@k" and o[f"headroom{suffix}"] != o[f"headroom{suffix}"]
-                                           and not o.get("oracle_notes")):
+    for name, suffix, scale in metrics:
+        h, ci = o[f"headroom{suffix}"], o[f"headroom{suffix}_ci"]
+        null, spread = o[f"null_headroom{suffix}"], o[f"null_headroom{suffix}_interval"]
+        if h != h:
+            lines.append({"metric": name, "a": "undefined", "b": "undefined", "c": "undefined"})
             continue
-        pts = lambda v: "" if v != v else f"{scale * v:+.1f}"  # noqa: E731
-        ci, null = o[f"headroom{suffix}_ci"], o[f"null_headroom{suffix}_interval"]
-        lines.append({"metric": name, f"headroom, points [{level} CI]": f"{pts(o[f'headroom{suffix}'])} "
-                      f"[{pts(ci[0])}, {pts(ci[1])}]" if o[f"headroom{suffix}"] == o[f"headroom{suffix}"] else "",
-                      f"null of identical experts: mean [{level}]": f"{pts(o[f'null_headroom{suffix}'])} "
-                      f"[{pts(null[0])}, {pts(null[1])}]" if o[f"null_headroom{suffix}"] == o[f"null_headroom{suffix}"]
-                      else "", "beyond the null": "yes" if o[f"beyond_null{suffix}"] else "no"})
-    return pd.DataFrame(lines).to_markdown(index=False)
+        lines.append({"metric": name, "a": f"{scale * h:+.1f} [{scale * ci[0]:+.1f}, {scale * ci[1]:+.1f}]",
+                      "b": f"{scale * null:+.1f} [{scale * spread[0]:+.1f}, {scale * spread[1]:+.1f}]",
+                      "c": "yes" if o[f"beyond_null{suffix}"] else "no"})
+    return pd.DataFrame(lines).rename(columns={
+        "a": f"headroom over the best expert, points [{level} CI]",
+        "b": f"null of identical experts: mean [{level} of its draws]", "c": "beyond the null"}).to_markdown(index=False)
