@@ -41,6 +41,8 @@ def main(cfg: DictConfig) -> None:
             print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             sys.exit(2)
     print(result["markdown"])
+    print("\nCross-fitted oracle union: headroom over the best expert, beside the null of identical experts\n")
+    print(result["headroom"])
     print(f"\n{VALIDITY_NOTE}")
     if result["sft_deltas"]:
         print(f"\nEach expert against its own SFT start (paired bootstrap over tasks):\n\n{result['sft_deltas']}")

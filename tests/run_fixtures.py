@@ -6,10 +6,14 @@ Six tasks (t0-t2 easy, t3-t5 hard), two samples each. Per-task pass rates:
     dapo/stage0          1    .5   0    0    0    0    1.5/6    {t0, t1}
     dapo/stage1          1    0    1    .5   0    0    2.5/6    {t0, t2, t3}
     dapo/stage2          0    0    .5   0    1    0    1.5/6    {t2, t4}
-    oracle (per-task max) 1   .5   1    .5   1    0    4/6      union {t0..t4} = 5/6
-    ties/three_experts   1    .5   1    0    0    0    2.5/6    gap recovery 0
-    opd/three_experts    1    .5   1    .5   .5   0    3.5/6    gap recovery (3.5-2.5)/(4-2.5) = 2/3
-    soup/three_experts   1    0    0    0    0    0    1/6      gap recovery (1-2.5)/1.5 = -1
+    in-sample oracle     1    .5   1    .5   1    0    4/6      union {t0..t4} = 5/6
+    cross-fitted oracle  1    1/6  3/4  1/6  1    0    37/72    (choose on one sample, score the other)
+    ties/three_experts   1    .5   1    0    0    0    2.5/6    in-sample gap recovery 0
+    opd/three_experts    1    .5   1    .5   .5   0    3.5/6    in-sample (3.5-2.5)/(4-2.5) = 2/3
+    soup/three_experts   1    0    0    0    0    0    1/6      in-sample (1-2.5)/1.5 = -1
+
+With 6 tasks the cross-fitted headroom is not beyond the null of identical experts: the table leaves
+gap recovery undefined (chorus.analysis.oracle.gap_recovery_beyond_null).
 
 A passing sample has coverage 96 (target 95); a failing one 40 + 5 * task index, or none when its
 status is compile_error (counted as 0).

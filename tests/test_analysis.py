@@ -120,10 +120,20 @@ def test_breakdown_by_difficulty(runs):
 def test_chorus_table_rows_and_gap_recovery(runs):
     t = chorus_table(runs.table, runs.runs, k=2, n_boot=200).set_index("run")
     assert list(t.index[:4]) == [*EXPERTS, ORACLE]
-    assert t.loc[ORACLE, "pass_at_1"] == pytest.approx(4 / 6) and t.loc[ORACLE, "solved"] == 5
-    assert t.loc["opd/three_experts", "gap_recovery"] == pytest.approx(2 / 3)
-    assert t.loc["ties/three_experts", "gap_recovery"] == pytest.approx(0.0)
-    assert t.loc["soup/three_experts", "gap_recovery"] == pytest.approx(-1.0)
+    # the cross-fitted oracle (2 samples: each half is one sample, all 8 splits enumerated), per task:
+    # t0 1 (stage0 and stage1 always pass); t1 1/6 (stage0's (1, 0): its chosen half passes -> it
+    # scores the other, 0; it fails -> a three-way tie, (1 + 0 + 0) / 3); t2 3/4 (stage1 always 1;
+    # stage2's (1, 0) ties it half the time: (1 + 0) / 2); t3 1/6 (as t1); t4 1; t5 0 -> 37/72
+    assert t.loc[ORACLE, "pass_at_1"] == pytest.approx(37 / 72) and t.loc[ORACLE, "solved"] == 5
+    assert t.loc[ORACLE, "in_sample_pass_at_1"] == pytest.approx(4 / 6)  # the old, optimistic oracle
+    assert math.isnan(t.loc[ORACLE, "pass_at_2"])
+    assert "pass@2 needs 2 samples in each half" in t.loc[ORACLE, "oracle_notes"]
+    # 6 tasks: the headroom is not beyond the null of identical experts, so gap recovery is undefined
+    assert not t.loc[ORACLE, "beyond_null"] and not t.loc[ORACLE, "beyond_null_coverage"]
+    lo, hi = t.loc[ORACLE, "headroom_ci"]
+    assert lo <= t.loc[ORACLE, "null_headroom"] and lo <= t.loc[ORACLE, "headroom"] <= hi
+    for run in ("opd/three_experts", "ties/three_experts", "soup/three_experts"):
+        assert math.isnan(t.loc[run, "gap_recovery"]) and math.isnan(t.loc[run, "gap_recovery_coverage"])
     assert t.loc["dapo/stage0", "unique"] == 1 and t.loc["dapo/stage1", "pass_at_2"] == pytest.approx(0.5)
     lo, hi = t.loc["dapo/stage1", "pass_at_1_ci"]
     assert lo <= 2.5 / 6 <= hi

@@ -8,7 +8,7 @@ from ..tracking.runs import RunSet
 from . import plots
 from .complementarity import jaccard_matrix, solved_sets, unique_solves
 from .matrix import align_tasks, task_matrix
-from .table import MIN_COVERAGE_HEADROOM, choose_experts, chorus_table, sft_delta_markdown, to_markdown
+from .table import choose_experts, chorus_table, headroom_markdown, sft_delta_markdown, to_markdown
 from .validity import VALIDITY_NOTE
 
 PLOTS = ("complementarity.png", "chorus_table.png", "coverage_strips.png")
@@ -19,8 +19,9 @@ def analyze_runs(runs: RunSet, out_dir: str | Path, experts: list[str] | None = 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = chorus_table(runs.table, runs.runs, experts, k=k, min_rate=min_rate, n_boot=n_boot, alpha=alpha, seed=seed)
-    markdown = to_markdown(table, alpha)
-    (out / "table.md").write_text(markdown + "\n")
+    markdown, headroom = to_markdown(table, alpha), headroom_markdown(table, alpha)
+    (out / "table.md").write_text(markdown + "\n\nCross-fitted oracle union: headroom over the best expert\n\n"
+                                  + headroom + "\n")
     table.to_csv(out / "table.csv", index=False)
     t = align_tasks(runs.table)
     chosen = choose_experts(runs.runs, experts)
@@ -29,12 +30,12 @@ def analyze_runs(runs: RunSet, out_dir: str | Path, experts: list[str] | None = 
     plots.chorus_bars(table, out / PLOTS[1])
     listed = [r for r in table["run"] if r in set(t["run"])]  # the table's order: stages, experts, merges
     plots.coverage_strips(task_matrix(t, "coverage")[listed], out / PLOTS[2])
-    return {"table": table, "markdown": markdown, "sft_deltas": sft_delta_markdown(table, alpha),
-            "aligned": t, "experts": chosen, "solved": sets,
+    return {"table": table, "markdown": markdown, "headroom": headroom,
+            "sft_deltas": sft_delta_markdown(table, alpha), "aligned": t, "experts": chosen, "solved": sets,
             "files": [str(out / p) for p in ("table.md", "table.csv", *PLOTS)]}
 
 
-def _findings(table, routing, one_task: float) -> list[str]:
+def _findings(table, routing) -> list[str]:
     """Plain sentences computed from the table: what the numbers say, nothing more."""
     t = table.set_index("run")
     experts = t[t["kind"] == "expert"]
@@ -42,22 +43,36 @@ def _findings(table, routing, one_task: float) -> list[str]:
     if experts.empty:
         return []
     best_p, best_c = experts["pass_at_1"].max(), experts["mean_coverage"].max()
-    headroom_p, headroom_c = 100 * (oracle["pass_at_1"] - best_p), oracle["mean_coverage"] - best_c
+
+    def beside_null(name: str, suffix: str, scale: float) -> str:
+        h, null = oracle.get(f"headroom{suffix}"), oracle.get(f"null_headroom{suffix}")
+        lo = oracle.get(f"headroom{suffix}_ci")
+        if h is None or h != h:
+            return f"{name} headroom undefined"
+        return (f"{name} headroom {scale * h:+.1f} points (interval from {scale * lo[0]:+.1f}) against "
+                f"{scale * null:+.1f} for identical experts: "
+                + ("beyond the null" if oracle.get(f"beyond_null{suffix}") else "not beyond the null"))
+    oracle_p = "undefined" if oracle["pass_at_1"] != oracle["pass_at_1"] else f"{100 * oracle['pass_at_1']:.1f} %"
+    oracle_c = "undefined" if oracle["mean_coverage"] != oracle["mean_coverage"] else f"{oracle['mean_coverage']:.1f} %"
     lines = [f"Experts: Pass@1 {100 * experts['pass_at_1'].min():.1f}-{100 * best_p:.1f} %, mean coverage "
-             f"{experts['mean_coverage'].min():.1f}-{best_c:.1f} %. Oracle union: Pass@1 "
-             f"{100 * oracle['pass_at_1']:.1f} % (+{headroom_p:.1f} points over the best expert), coverage "
-             f"{oracle['mean_coverage']:.1f} % (+{headroom_c:.1f})."
-             + ("" if headroom_p >= one_task or headroom_c >= MIN_COVERAGE_HEADROOM else
-                " The experts barely complement each other here: the oracle adds less than one task's worth of "
-                "Pass@1 and under 1 point of coverage, so gap recovery is undefined."),
+             f"{experts['mean_coverage'].min():.1f}-{best_c:.1f} %. Cross-fitted oracle union: Pass@1 {oracle_p}, "
+             f"coverage {oracle_c} (in-sample, which counts noise as headroom: "
+             f"{100 * oracle['in_sample_pass_at_1']:.1f} % and {oracle['in_sample_mean_coverage']:.1f} %). "
+             f"{beside_null('Pass@1', '', 100.0)}; {beside_null('coverage', '_coverage', 1.0)}."
+             + ("" if oracle.get("beyond_null") or oracle.get("beyond_null_coverage") else
+                " The experts' complementarity is not distinguishable from noise here, so gap recovery is undefined.")
+             + (f" Note: {oracle['oracle_notes']}." if isinstance(oracle.get("oracle_notes"), str) else ""),
              "Uniquely solved tasks per expert: " + ", ".join(f"{r} {int(u)}" for r, u in experts["unique"].items())
              + "."]
     for run, row in t[t["kind"] == "consolidated"].iterrows():
         gap, gap_p = row.get("gap_recovery_coverage"), row.get("gap_recovery")
         lines.append(f"{run}: Pass@1 {100 * row['pass_at_1']:.1f} % (best expert {100 * best_p:.1f}), coverage "
                      f"{row['mean_coverage']:.1f} % (best expert {best_c:.1f})"
-                     + (f"; gap recovery {100 * gap_p:.0f} % of the Pass@1 headroom" if gap_p == gap_p else "")
-                     + (f"; {100 * gap:.0f} % of the coverage headroom" if gap == gap else "") + ".")
+                     + (f"; gap recovery {100 * gap_p:.0f} % of the cross-fitted Pass@1 headroom "
+                        f"({100 * row['gap_recovery_in_sample']:.0f} % of the in-sample one)" if gap_p == gap_p else "")
+                     + (f"; {100 * gap:.0f} % of the coverage headroom "
+                        f"({100 * row['gap_recovery_coverage_in_sample']:.0f} % in-sample)" if gap == gap else "")
+                     + ".")
     lines += _validity_findings(t)
     for _, r in routing.iterrows():
         lines.append(f"{r['run']}: {int(r['decisions'])} routing decisions over {int(r['steps'])} steps, "
@@ -120,14 +135,24 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
              + (f"at >= {pass_coverage:g} % coverage (this world's models never reach the tasks' targets of "
                 f"{', '.join(f'{x:g}' for x in targets)} %)" if pass_coverage is not None else
                 "at its task's coverage target") + ". " + VALIDITY_NOTE + " Mean coverage counts a "
-             "sample with no coverage as 0. Intervals: 95 % percentile bootstrap over tasks. Gap recovery = "
-             "(consolidated - best expert) / (oracle union - best expert).", "",
-             "## The CHORUS table", "", result["markdown"], ""]
+             "sample with no coverage as 0. Intervals: 95 % percentile bootstrap over tasks. The oracle union is "
+             "cross-fitted: per task, the expert is chosen on half of its samples and scored on the other half "
+             "(both ways round, averaged over many splits), so noise is not counted as headroom; it is "
+             "conservative, the choice seeing half the samples. Its headroom over the best expert is shown beside "
+             "the headroom of a null of identical experts (each task's samples pooled and dealt back to the "
+             "experts at random). Gap recovery = (consolidated - best expert) / (cross-fitted oracle union - best "
+             "expert), defined only when the headroom is beyond the null (the lower end of its interval above the "
+             "null's mean). In expectation the in-sample oracle is at or above the true one and the cross-fitted "
+             "one at or below it, so the true gap recovery lies, up to noise, between the ratio against the "
+             "cross-fitted oracle (the table's) and the one against the in-sample oracle (given beside it below).", "",
+             "## The CHORUS table", "", result["markdown"], "",
+             "Cross-fitted oracle union: headroom over the best expert, beside the null of identical experts", "",
+             result["headroom"], ""]
     if result["sft_deltas"]:
         lines += ["## Each expert against its own SFT start", "",
                   "Expert minus the SFT stage it started from, on the same tasks (what RL added); intervals: paired "
                   "bootstrap over tasks.", "", result["sft_deltas"], ""]
-    findings = _findings(table, routing, 100 / t["task_id"].nunique())
+    findings = _findings(table, routing)
     if findings:
         lines += ["## What the numbers say", "", *[f"- {f}" for f in findings], ""]
     if not routing.empty:

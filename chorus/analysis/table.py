@@ -1,21 +1,20 @@
-"""The CHORUS table: each expert, their oracle union, each consolidated model (with gap recovery),
-with bootstrap confidence intervals over tasks."""
+"""The CHORUS table: each expert, their cross-fitted oracle union (with its headroom beside a null of
+identical experts), each consolidated model (with gap recovery), with bootstrap confidence
+intervals over tasks."""
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from .bootstrap import bootstrap_ci
 from .complementarity import solved_sets, unique_solves
 from .matrix import align_tasks, pass_at_k_matrix, task_matrix
-from .oracle import gap_recovery, oracle_union
+from .oracle import gap_recovery, gap_recovery_beyond_null, oracle_headroom, oracle_union
 from .sft_delta import sft_deltas, sft_starts
 from .validity import validity_stats
 
 ORACLE = "oracle union (experts)"
-MIN_COVERAGE_HEADROOM = 1.0  # points of mean coverage
 KIND_ORDER = {"sft stage": 0, "expert": 1, "oracle": 2, "consolidated": 3, "other": 4}
 
 
@@ -32,18 +31,20 @@ def choose_experts(runs: pd.DataFrame, experts: list[str] | None = None) -> list
     return chosen or list(runs.loc[runs["job"] != "consolidation", "run"])
 
 
-def _gap_stat(min_headroom: float):
-    def stat(m: np.ndarray) -> float:  # column 0: the consolidated run; the rest: the experts
-        return gap_recovery(m[:, 0].mean(), m[:, 1:].mean(axis=0).max(), m[:, 1:].max(axis=1).mean(), min_headroom)
-    return stat
-
-
 def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | None = None, k: int = 5,
                  min_rate: float = 0.5, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
     """One row per run plus the experts' oracle union. Pass@1 and coverage in [0, 1] and percent.
 
-    Gap recovery is left undefined (NaN) when the oracle beats the best expert by less than one
-    task's worth of Pass@1 (1 / tasks), or by less than 1 point of coverage: a ratio over noise."""
+    The oracle row is the cross-fitted oracle union (oracle.oracle_headroom: each task's expert is
+    chosen on half its samples and scored on the other half), with headroom_* / null_headroom_*
+    columns: its headroom over the best expert, with a bootstrap interval, beside the headroom of a
+    null of identical experts; oracle_notes says why a value is NaN (too few samples per task). Gap
+    recovery uses the cross-fitted oracle and is left undefined (NaN) unless the headroom is beyond
+    the null (the lower end of its interval above the null's mean): a ratio over noise.
+    gap_recovery*_in_sample take the in-sample oracle instead: in expectation the in-sample oracle is
+    at or above the true one and the cross-fitted one at or below it, so the true gap recovery lies,
+    up to noise, between the two ratios. `solved` on the oracle row is the in-sample union of the
+    experts' solved sets."""
     t = align_tasks(table)
     experts = choose_experts(runs, experts)
     P, C = task_matrix(t, "passed"), task_matrix(t, "coverage")
@@ -51,12 +52,13 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
     K = pass_at_k_matrix(t, k) if k > 1 and counts.min() >= k else None
     sets = solved_sets(P, min_rate)
     unique = unique_solves({e: sets[e] for e in experts})
-    oracle = oracle_union(P[experts], C[experts], K[experts] if K is not None else None, min_rate)
+    union = oracle_union(P[experts], min_rate=min_rate)  # the solved union only: the values are cross-fitted
+    oracle = oracle_headroom(t, experts, k if k > 1 else None, n_boot=n_boot, alpha=alpha, seed=seed)
+    order = oracle["per_task"].index
     ci = dict(n_boot=n_boot, alpha=alpha, seed=seed)
     valid = validity_stats(t, **ci)  # validity, coverage over valid samples, harness errors (validity.py)
     deltas = sft_deltas(P, C, sft_starts(runs), **ci)  # each expert minus its SFT start (sft_delta.py)
     mean = lambda m: float(m.mean())  # noqa: E731
-    best_of = lambda m: float(m.max(axis=1).mean())  # noqa: E731
     job = dict(zip(runs["run"], runs["job"]))
     rows = []
     for r in P.columns:
@@ -69,20 +71,36 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
                "solved": len(sets[r]),
                "unique": len(unique[r]) if r in unique else None}
         if kind == "consolidated":
-            one_task = 1 / len(P)
-            row["gap_recovery"] = gap_recovery(P[r].mean(), oracle["best_single_pass_at_1"], oracle["pass_at_1"],
-                                               one_task)
-            row["gap_recovery_ci"] = bootstrap_ci(pd.concat([P[r], P[experts]], axis=1), _gap_stat(one_task), **ci)
-            row["gap_recovery_coverage"] = gap_recovery(C[r].mean(), oracle["best_single_coverage"],
-                                                        oracle["mean_coverage"], MIN_COVERAGE_HEADROOM)
+            row["gap_recovery"], row["gap_recovery_ci"] = gap_recovery_beyond_null(
+                P[r].reindex(order).to_numpy(), oracle, "pass_at_1", **ci)
+            row["gap_recovery_coverage"], row["gap_recovery_coverage_ci"] = gap_recovery_beyond_null(
+                C[r].reindex(order).to_numpy(), oracle, "mean_coverage", **ci)
+            for col, m, v in (("gap_recovery_in_sample", "pass_at_1", P[r].mean()),
+                              ("gap_recovery_coverage_in_sample", "mean_coverage", C[r].mean())):
+                # against the in-sample oracle: the true ratio lies between this and the cross-fitted one
+                row[col] = (gap_recovery(v, oracle[f"best_single_{m}"], oracle[f"in_sample_{m}"])
+                            if oracle[f"beyond_null_{m}"] else math.nan)
         rows.append(row)
     rows.append({"run": ORACLE, "kind": "oracle", "n_tasks": len(P), "pass_at_1": oracle["pass_at_1"],
-                 "pass_at_1_ci": bootstrap_ci(P[experts], best_of, **ci), "mean_coverage": oracle["mean_coverage"],
-                 "mean_coverage_ci": bootstrap_ci(C[experts], best_of, **ci),
-                 **({f"pass_at_{k}": oracle.get("pass_at_k", math.nan)} if k > 1 else {}),
-                 "solved": round(oracle["solved_union"] * len(P)), "unique": None})
+                 "pass_at_1_ci": oracle["pass_at_1_ci"], "mean_coverage": oracle["mean_coverage"],
+                 "mean_coverage_ci": oracle["mean_coverage_ci"],
+                 **({f"pass_at_{k}": oracle["pass_at_k"]} if k > 1 else {}),
+                 "solved": round(union["solved_union"] * len(P)), "unique": None, **oracle_columns(oracle)})
     out = pd.DataFrame(rows)
     return out.sort_values("kind", key=lambda s: s.map(KIND_ORDER), kind="stable").reset_index(drop=True)
+
+
+def oracle_columns(oracle: dict) -> dict:
+    """The oracle row's headroom columns (suffix "" for Pass@1, "_coverage", "_pass_at_k")."""
+    cols = {"oracle_notes": "; ".join(oracle["notes"].values()) or None,
+            "in_sample_pass_at_1": oracle["in_sample_pass_at_1"],
+            "in_sample_mean_coverage": oracle["in_sample_mean_coverage"]}
+    for m, suffix in (("pass_at_1", ""), ("mean_coverage", "_coverage"), ("pass_at_k", "_pass_at_k")):
+        cols.update({f"headroom{suffix}": oracle[f"headroom_{m}"], f"headroom{suffix}_ci": oracle[f"headroom_{m}_ci"],
+                     f"null_headroom{suffix}": oracle[f"null_headroom_{m}"],
+                     f"null_headroom{suffix}_interval": oracle[f"null_headroom_{m}_interval"],
+                     f"beyond_null{suffix}": oracle[f"beyond_null_{m}"]})
+    return cols
 
 
 def _pct(v) -> str:
@@ -129,8 +147,10 @@ def to_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
         "gap recovery % (Pass@1)": [_with_ci(v, c) if kind == "consolidated" else ""
                                   for v, c, kind in zip(df.get("gap_recovery", [None] * len(df)),
                                                         df.get("gap_recovery_ci", [None] * len(df)), df["kind"])],
-        "gap recovery % (coverage)": [_pct(v) if kind == "consolidated" else ""
-                                    for v, kind in zip(df.get("gap_recovery_coverage", [None] * len(df)), df["kind"])],
+        "gap recovery % (coverage)": [_with_ci(v, c) if kind == "consolidated" else ""
+                                    for v, c, kind in zip(df.get("gap_recovery_coverage", [None] * len(df)),
+                                                          df.get("gap_recovery_coverage_ci", [None] * len(df)),
+                                                          df["kind"])],
     })
     return show.to_markdown(index=False)
 
@@ -159,3 +179,27 @@ def sft_delta_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
         f"Δ mean coverage points [{level} CI]": [_signed(v, c, 1) for v, c in zip(rows["delta_coverage"],
                                                                                    rows["delta_coverage_ci"])],
     }).to_markdown(index=False)
+
+
+def headroom_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
+    """The oracle row's headroom beside the null of identical experts, one line per metric
+    ("undefined" where it cannot be cross-fitted: oracle_notes says why)."""
+    o = df[df["kind"] == "oracle"].iloc[0]
+    level = f"{100 * (1 - alpha):.0f}%"
+    k_col = next((c for c in df.columns if c.startswith("pass_at_") and c != "pass_at_1" and not c.endswith("_ci")),
+                 None)
+    metrics = [("Pass@1", "", 100.0), ("mean coverage", "_coverage", 1.0)]
+    metrics += [(k_col.replace("pass_at_", "pass@"), "_pass_at_k", 100.0)] if k_col else []
+    lines = []
+    for name, suffix, scale in metrics:
+        h, ci = o[f"headroom{suffix}"], o[f"headroom{suffix}_ci"]
+        null, spread = o[f"null_headroom{suffix}"], o[f"null_headroom{suffix}_interval"]
+        if h != h:
+            lines.append({"metric": name, "a": "undefined", "b": "undefined", "c": "undefined"})
+            continue
+        lines.append({"metric": name, "a": f"{scale * h:+.1f} [{scale * ci[0]:+.1f}, {scale * ci[1]:+.1f}]",
+                      "b": f"{scale * null:+.1f} [{scale * spread[0]:+.1f}, {scale * spread[1]:+.1f}]",
+                      "c": "yes" if o[f"beyond_null{suffix}"] else "no"})
+    return pd.DataFrame(lines).rename(columns={
+        "a": f"headroom over the best expert, points [{level} CI]",
+        "b": f"null of identical experts: mean [{level} of its draws]", "c": "beyond the null"}).to_markdown(index=False)
