@@ -93,8 +93,8 @@ def _job(kind: str, init: str, out: str, cache_dir: str, teacher: str | None = N
         rank0 = TaskSampler(tasks, ctx.seed).draw_share(rl.prompts_per_step, 2, 0)
         table = Path(out) / "teacher_eval"
         table.mkdir(parents=True, exist_ok=True)
-        (table / "per_task.jsonl").write_text("".join(json.dumps({"task_id": t.id, "overall": 100.0}) + "\n"
-                                                      for t in rank0))
+        row = {"status": "ok", "overall": 100.0, "passed": True}  # the columns the teacher's reward() reads
+        (table / "per_task.jsonl").write_text("".join(json.dumps({"task_id": t.id, **row}) + "\n" for t in rank0))
         opd_run.OPDModule = recording(opd_run.OPDModule)  # the module train_opd builds, recording per rank
         opd_run.OPDModule.hooks_out = out
         pool = TeacherPoolConf(teachers=[Teacher("good", teacher, "table", str(table))], missing="skip")
