@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..tracking.passk import pass_at_k_array
+
 CHUNK = 16  # splits evaluated at once: bounds memory at CHUNK x tasks x runs x samples
 
 
@@ -34,16 +36,6 @@ def cells(table: pd.DataFrame, runs: list[str]) -> Cells:
     passed[ti, ri, si] = t["passed"].astype(float).to_numpy()
     coverage[ti, ri, si] = t["coverage"].astype(float).to_numpy()
     return Cells(tasks, list(runs), passed, coverage, (~np.isnan(passed)).sum(axis=2))
-
-
-def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
-    """Unbiased pass@k, 1 - C(n-c, k) / C(n, k), elementwise; NaN where n < k."""
-    n, c = np.asarray(n, dtype=float), np.asarray(c, dtype=float)
-    prod = np.ones(np.broadcast(n, c).shape)
-    for i in range(k):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            prod = prod * np.maximum(n - c - i, 0) / (n - i)
-    return np.where(n >= k, 1 - prod, np.nan)
 
 
 def n_combinations(counts: np.ndarray) -> float:
@@ -102,7 +94,8 @@ def cross_fit(c: Cells, k: int | None, n_splits: int, rng: np.random.Generator) 
             sums["pass_at_1"] = sums["pass_at_1"] + _choose(ps / ns, pe / ne).sum(axis=0)
             sums["mean_coverage"] = sums["mean_coverage"] + _choose(cs / ns, ce / ne).sum(axis=0)
             if do_k:
-                sums["pass_at_k"] = sums["pass_at_k"] + _choose(pass_at_k(ns, ps, k), pass_at_k(ne, pe, k)).sum(axis=0)
+                chosen = _choose(pass_at_k_array(ns, ps, k), pass_at_k_array(ne, pe, k))
+                sums["pass_at_k"] = sums["pass_at_k"] + chosen.sum(axis=0)
     out = {m: np.asarray(v, dtype=float) / (2 * len(masks)) for m, v in sums.items()}
     if not do_k:
         out["pass_at_k"] = np.full(len(c.tasks), np.nan)
@@ -114,7 +107,7 @@ def singles(c: Cells, k: int | None) -> dict:
     n = c.counts
     p = np.nansum(c.passed, axis=2)
     return {"pass_at_1": p / n, "mean_coverage": np.nansum(c.coverage, axis=2) / n,
-            "pass_at_k": pass_at_k(n, p, k) if k and k > 1 else np.full(n.shape, np.nan)}
+            "pass_at_k": pass_at_k_array(n, p, k) if k and k > 1 else np.full(n.shape, np.nan)}
 
 
 def dealt(c: Cells, rng: np.random.Generator) -> Cells:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Probability that at least one of k samples drawn from n (c of them correct) passes:
@@ -11,12 +13,19 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         raise ValueError(f"need 0 <= c <= n and k >= 1, got n={n}, c={c}, k={k}")
     if k > n:
         raise ValueError(f"pass@{k} needs at least {k} samples per task, got {n}")
-    if n - c < k:
-        return 1.0
-    prod = 1.0
-    for i in range(n - c + 1, n + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
+    return float(pass_at_k_array(n, c, k))
+
+
+def pass_at_k_array(n, c, k: int) -> np.ndarray:
+    """pass_at_k elementwise over arrays of counts (the cross-fitted oracle scores every split at
+    once), unchecked: NaN where n < k. C(n-c, k) / C(n, k) = prod_{i<k} (n-c-i) / (n-i), which is 0
+    once n - c < k."""
+    n, c = np.asarray(n, dtype=float), np.asarray(c, dtype=float)
+    prod = np.ones(np.broadcast(n, c).shape)
+    for i in range(k):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prod = prod * np.maximum(n - c - i, 0) / (n - i)
+    return np.where(n >= k, 1 - prod, np.nan)
 
 
 def mean_pass_at_k(rows: list[dict], k: int) -> float:
