@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from chorus.rl.advantages import AdvantageError, group_normalized, mean_centered
-from chorus.rl.losses import aggregate, clipped_pg_loss, k3_kl, sft_loss, step_normalizer, token_logprobs
+from chorus.rl.losses import (aggregate, clipped_pg_loss, k3_kl, minibatch_counts, minibatch_normalizers,
+                              sft_loss, token_logprobs)
 from chorus.rl.rewards import RewardConfig, overlong_penalty, reward
 from chorus.rl.dynamic_sampling import dynamic_sample
 
@@ -64,7 +65,8 @@ def test_micro_batches_add_up_to_the_full_batch(mode):
     logp, old = -torch.rand(4, 6, generator=g), -torch.rand(4, 6, generator=g)
     adv = torch.randn(4, generator=g)
     mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0], [1, 0, 0, 0, 0, 0]])
-    norm = step_normalizer(mask, mode)  # computed once over the step, as the trainer does
+    # computed once over the mini-batch (here the whole batch), as the trainer does
+    (norm,) = minibatch_normalizers(minibatch_counts(mask, [slice(0, 4)], mode))
     assert norm == (13.0 if mode == "token_mean" else 4.0)
     kw = dict(mode=mode, normalizer=norm, max_tokens=6)
     full, _ = clipped_pg_loss(logp, old, adv, mask, **kw)

@@ -10,7 +10,7 @@ import torch
 
 from chorus.config_schema import RLConf
 from chorus.rl.algos import get_algo
-from chorus.rl.losses import minibatch_normalizers, minibatch_slices
+from chorus.rl.losses import minibatch_counts, minibatch_normalizers, minibatch_slices
 from chorus.rl.module import Hooks, RLModule
 from chorus.rl.rollouts import RolloutBatch
 
@@ -30,9 +30,10 @@ def test_each_minibatch_has_its_own_normaliser_hand_computed():
                          [0, 1, 1, 0],   # 2
                          [0, 0, 0, 1]])  # 1
     parts = minibatch_slices(5, 2)  # rows 0-2, rows 3-4
-    assert minibatch_normalizers(mask, parts, "token_mean") == [8.0, 3.0]
-    assert minibatch_normalizers(mask, parts, "seq_mean") == [3.0, 2.0]
-    assert minibatch_normalizers(mask, minibatch_slices(1, 2), "token_mean")[1] == 1.0  # an empty one
+    normalizers = lambda parts, mode: minibatch_normalizers(minibatch_counts(mask, parts, mode))  # noqa: E731
+    assert normalizers(parts, "token_mean") == [8.0, 3.0]
+    assert normalizers(parts, "seq_mean") == [3.0, 2.0]
+    assert normalizers(minibatch_slices(1, 2), "token_mean")[1] == 1.0  # an empty one
 
 
 class TinyPolicy(torch.nn.Module):

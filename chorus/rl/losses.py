@@ -63,14 +63,6 @@ def sft_loss(logits: torch.Tensor, labels: torch.Tensor, normalizer: float | Non
     return per / n
 
 
-def step_normalizer(completion_mask: torch.Tensor, mode: str) -> float:
-    """What `aggregate` divides by, computed once over the whole optimizer step (all micro-batches):
-    completion tokens for token_mean, sequences otherwise."""
-    if mode == "token_mean":
-        return float(completion_mask.sum().clamp(min=1))
-    return float(max(1, completion_mask.size(0)))
-
-
 def minibatch_slices(rows: int, n: int) -> list[slice]:
     """`n` contiguous slices of a rollout's `rows` sequences, as even as possible (the first
     rows % n get one more); some are empty when rows < n. One optimizer step each, except one
@@ -86,19 +78,20 @@ def minibatch_slices(rows: int, n: int) -> list[slice]:
     return out
 
 
-def minibatch_normalizers(completion_mask: torch.Tensor, parts: list[slice], mode: str) -> list[float]:
-    """`step_normalizer` of each mini-batch (one optimizer step each) on one process. An empty
-    mini-batch gets 1 (it contributes no loss)."""
-    return [max(1.0, c) for c in minibatch_counts(completion_mask, parts, mode)]
-
-
 def minibatch_counts(completion_mask: torch.Tensor, parts: list[slice], mode: str) -> list[float]:
-    """What `step_normalizer` counts in each mini-batch (tokens for token_mean, else sequences),
-    unclamped: under DDP the module sums these over ranks and only then clamps at 1, so a rank with
-    an empty mini-batch adds nothing to the others' normaliser."""
+    """What `aggregate` divides each mini-batch's loss by, before `minibatch_normalizers`: completion
+    tokens for token_mean, sequences otherwise. Unclamped: under DDP the module sums these over ranks
+    and only then clamps, so a rank with an empty mini-batch adds nothing to the others' normaliser."""
     if mode == "token_mean":
         return [float(completion_mask[sl].sum()) for sl in parts]
     return [float(completion_mask[sl].size(0)) for sl in parts]
+
+
+def minibatch_normalizers(counts: list[float], world: int = 1) -> list[float]:
+    """Each mini-batch's loss normaliser from its counts summed over the `world` ranks: at least 1 (an
+    empty mini-batch contributes no loss), over the world size, since DDP averages gradients over ranks.
+    A token-mean loss then does not depend on the micro-batch split, nor on how rows fell on the ranks."""
+    return [max(1.0, float(c)) / world for c in counts]
 
 
 def minibatch_micro_counts(parts: list[slice], micro_batch: int) -> list[int]:

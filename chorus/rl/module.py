@@ -17,8 +17,8 @@ import torch
 
 from ..config_schema import RLConf
 from .algos import RLAlgo
-from .losses import (clipped_pg_loss, k3_kl, minibatch_counts, minibatch_micro_counts, minibatch_slices,
-                     token_logprobs)
+from .losses import (clipped_pg_loss, k3_kl, minibatch_counts, minibatch_micro_counts, minibatch_normalizers,
+                     minibatch_slices, token_logprobs)
 from .rollouts import RolloutBatch
 
 
@@ -103,10 +103,7 @@ class RLModule(L.LightningModule):
         if world > 1:  # every rank reaches these collectives, kept rows or not
             counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
             micro = self.trainer.strategy.reduce(micro, reduce_op="max")
-        # One normaliser per mini-batch over its tokens on all ranks (DDP averages gradients over
-        # ranks, hence the world size): a token-mean loss does not depend on the micro-batch split,
-        # nor on how the rows fell on the ranks.
-        normalizers = [max(1.0, float(c)) / world for c in counts]
+        normalizers = minibatch_normalizers(counts.tolist(), world)
         micro_counts = [int(m) for m in micro]
         steps = [k for _ in range(self.rl.epochs) for k in range(len(parts)) if micro_counts[k]]
         return _Plan(parts, normalizers, micro_counts, steps)
