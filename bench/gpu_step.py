@@ -47,6 +47,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from chorus.modes import GenerationMode  # noqa: E402  (an enum only: --help stays fast)
+
 H200_BF16_DENSE = 989e12  # NVIDIA H200 SXM peak dense BF16 tensor-core FLOP/s (no sparsity)
 
 # Model shape and step size per preset; explicit flags override any of them.
@@ -77,7 +79,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "none on cpu, so MFU prints n/a)")
     ap.add_argument("--workers", type=int, default=2, help="parallel simulations")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--generation", choices=["auto", "plain", "static"], default=None,
+    ap.add_argument("--generation", choices=[m.value for m in GenerationMode], default=None,
                     help="the step's rl.generation (default: the schema's)")
     ap.add_argument("--no-compare", action="store_true", help="skip the plain-vs-static generation comparison")
     ap.add_argument("--compare-only", action="store_true", help="only the generation comparison, no DAPO step")

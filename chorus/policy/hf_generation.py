@@ -14,9 +14,10 @@ from __future__ import annotations
 import torch
 from transformers import CompileConfig, StoppingCriteria
 
+from ..modes import GenerationMode
 from .fence_stop import FenceStop
 
-MODES = ("auto", "plain", "static")
+MODES = tuple(m.value for m in GenerationMode)  # rl.generation / policy.generation's values
 
 
 def resolve_mode(mode: str, device) -> str:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 from importlib.metadata import PackageNotFoundError, version
 
+from .fence_stop import FENCES
+
 MIN_VLLM = "0.10.2"
 # The worker extension's import path (vLLM imports it inside its worker) and its one method; the
 # name is ours so it cannot clash with a method of vLLM's own worker class.
@@ -32,9 +34,9 @@ LOAD_METHOD = "chorus_load_weights"
 # chorus.evaluate's engine has the GPU to itself: the share vLLM may take (weights + KV cache). RL
 # passes rl.vllm_memory instead, as it shares the GPU with the trainer.
 GPU_MEMORY_UTILIZATION = 0.85
-# A completion stops when its fenced block closes (the HF engine's `_fence_closed`). The opening
-# fence carries a language tag, so it never matches.
-STOP = ("\n```\n", "\n~~~\n")
+# A completion stops when its fenced block closes (the HF engine's rule, fence_stop.fence_closed): a
+# fence line on its own. The opening fence carries a language tag, so it never matches.
+STOP = tuple(f"\n{fence}\n" for fence in FENCES)
 TOP_K_DISABLED = -1  # vLLM's "consider all tokens" in every version from 0.10.2 on (0 only in newer ones)
 
 
