@@ -217,11 +217,10 @@ def main(cfg: DictConfig) -> None:
         if primary:
             write_record(out, {**record, "overrides": overrides})
             copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
-        logger = c["logger"] if primary else {"name": "none"}
+        logger = c["logger"] if primary else {"name": "none"}  # logger=none: a mirror that logs nothing
         with open_mirror(logger, c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job) as mirror:
             info = run(conf, inputs, ctx, mirror)
-            if primary:
-                mirror.log_result(out)
+            mirror.log_result(out)
     except (TaskFormatError, ValueError, OSError) as exc:
         print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         write_error(HydraConfig.get().runtime.output_dir, exc)
