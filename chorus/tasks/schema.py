@@ -30,6 +30,9 @@ class Task:
     spec_files: dict[str, str] = field(default_factory=dict)  # extra docs (e.g. docs/spec.md)
     reference_tb: str | None = None
     tb_name: str = "tb.sv"
+    # a compact spec: the facts stimulus depends on in a few lines; prompts that cannot hold the spec
+    # carry it instead (generated tasks state it on the input aliases)
+    brief: str = ""
     meta: dict = field(default_factory=dict)
 
     @property

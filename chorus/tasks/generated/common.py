@@ -15,6 +15,9 @@ from ..schema import Task
 DIFFICULTIES = ("easy", "medium", "hard")
 CLK = "clk"
 RST = "rst_n"
+# The `compact` program's cycle budget: that of uniform random stimulus (policy=random's default
+# cycles), so a compact program that beats random does so by what it targets, not by running longer.
+COMPACT_CYCLES = 500
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class Design:
     description: str  # markdown paragraphs for the spec
     programs: dict[str, str]  # strong / medium / weak vectors text
     params: dict = field(default_factory=dict)  # the random choices, kept in meta
+    # The compact spec (Task.brief): the design facts stimulus depends on (magic values, sequences,
+    # counts, opcodes), one short line each, stated on the input aliases (in0, in1, ...) so that a
+    # prompt too short for the spec still carries them.
+    brief: list[str] = field(default_factory=list)
     reset_desc: str = "asynchronous active-low reset; clears every register and flag."
 
     @property
@@ -104,6 +111,11 @@ def render_spec(d: Design) -> str:
     return "\n".join(lines)
 
 
+def render_brief(d: Design) -> str:
+    """The compact spec: the design's key facts as short bullets on the input aliases."""
+    return "\n".join(["Key facts:", *(f"- {line}" for line in d.brief)]) if d.brief else ""
+
+
 class Stim:
     """Writes `vectors` text on the aliases of a design's ports.
 
@@ -142,6 +154,14 @@ class Stim:
                 self.cur[name] = v
         self._emit(parts, cycles)
         return self
+
+    def burst(self, cycles: int, **held: int) -> "Stim":
+        """`cycles` cycles with every data input random except `held` (port -> value): one line
+        such as `in0=? in1=? x200`."""
+        unknown = set(held) - set(self.alias)
+        if unknown:
+            raise KeyError(f"no data input {sorted(unknown)[0]!r}")
+        return self.step(cycles, **{n: held.get(n) for n in self.alias})
 
     def reset(self, cycles: int = 2) -> "Stim":
         self._emit(["rst"], cycles)
@@ -194,6 +214,7 @@ def vector_cycles(text: str) -> int:
 def make_task(family: str, k: int, seed: int, difficulty: str, d: Design, target: float) -> Task:
     rtl = {f"rtl/{d.top}.sv": render_rtl(d)}
     task = Task(id=f"gen_{family}_{k}_s{seed}_{difficulty}", spec=render_spec(d), rtl=rtl, top=d.top,
+                brief=render_brief(d),
                 instance="uut", targets={"overall": float(target)}, difficulty=difficulty, source="generated",
                 family=family, split="test" if k % 4 == 3 else "train",
                 meta={"programs": dict(d.programs), "seed": seed, "index": k, "params": dict(d.params),

@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from ..schema import Task
 from . import DIFFICULTIES, FAMILIES, generate_task
 
-GRADES = ("strong", "medium", "weak")
+GRADES = ("strong", "medium", "weak", "compact")
 RANDOM_CYCLES = (500, 2000)
 COLUMNS = GRADES + tuple(f"random{c}" for c in RANDOM_CYCLES)
 
@@ -32,12 +32,16 @@ def measure_task(task: Task, cache_dir: str | None = None) -> dict:
     from ...stimulus.program import random_program, render_vectors
 
     cfg = SimConfig(cache=False, cache_dir=cache_dir, run_timeout_s=60)
-    texts = {g: task.meta["programs"][g] for g in GRADES}
+    texts = {g: task.meta["programs"][g] for g in GRADES if g in task.meta["programs"]}
     amap = alias_map(task)
     for c in RANDOM_CYCLES:
         texts[f"random{c}"] = render_vectors(random_program(amap, cycles=c, seed=0))
     row = {"id": task.id, "family": task.family, "difficulty": task.difficulty, "target": task.target}
-    for name, text in texts.items():
+    for name in COLUMNS:
+        if name not in texts:
+            row[name] = None
+            continue
+        text = texts[name]
         r = score("vectors", task, text, cfg)
         row[name] = r.overall if r.status == "ok" else None
         if r.status != "ok":
