@@ -72,8 +72,9 @@ class Difficulty(Choice):
 
 
 class Split(Choice):
-    """tasks.split."""
+    """tasks.split: generated designs are train, validation (for tuning) or test (held out)."""
     train = enum.auto()
+    validation = enum.auto()
     test = enum.auto()
     all = enum.auto()
 
@@ -83,6 +84,7 @@ class Quality(Choice):
     strong = enum.auto()
     medium = enum.auto()
     weak = enum.auto()
+    compact = enum.auto()
 
 
 class SFTKind(Choice):

@@ -46,9 +46,16 @@ def _instructions(task: Task, fmt: str, compact: bool = False) -> str:
 
 def user_message(task: Task, fmt: str, rtl_chars: int | None = None, spec_chars: int | None = None,
                  compact: bool = False) -> str:
-    spec = task.spec if spec_chars is None else task.spec[:spec_chars]
+    """The user turn. A spec that must be shortened gives way to the task's brief (its compact spec)
+    when it has one, rather than being cut mid-sentence; RTL cut to nothing is left out."""
+    if spec_chars is None or spec_chars >= len(task.spec):
+        spec = task.spec
+    else:
+        spec = task.brief or task.spec[:spec_chars]
     parts = [spec.strip()]
     for name, text in sorted(task.rtl.items()):
+        if rtl_chars == 0:
+            continue
         body = text if rtl_chars is None else text[:rtl_chars]
         cut = "\n// ... (truncated)" if rtl_chars is not None and len(text) > rtl_chars else ""
         parts.append(f"RTL `{name}`:\n```systemverilog\n{body.rstrip()}{cut}\n```")
@@ -76,8 +83,8 @@ def render_messages(tokenizer, msgs: list[dict]) -> str:
 
 
 def fit_messages(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> tuple[list[dict], Prompt]:
-    """The task's chat messages shortened (RTL first, then spec, then port descriptions and format
-    notes) until the rendered prompt fits,
+    """The task's chat messages shortened (RTL first, then the spec, replaced by the task's brief
+    when it has one, then port descriptions and format notes) until the rendered prompt fits,
     and the rendered prompt. SFT uses the messages, so a model trains on the prompts it will see."""
     def size(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -95,14 +102,17 @@ def fit_messages(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> tup
             text = render_messages(tokenizer, msgs)
             m = size(text)
             if m <= max_prompt_tokens:
+                spec = ("spec replaced by its brief" if task.brief and spec_chars < len(task.spec)
+                        else f"spec to {spec_chars} chars")
                 return msgs, Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL cut to "
-                                                   f"{rtl_chars} chars per file, spec to {spec_chars} chars")
+                                                   f"{rtl_chars} chars per file, {spec}")
     # last resort for small contexts: the port table without spec descriptions, no syntax notes
     msgs = messages(task, fmt, rtl_chars=0, spec_chars=0, compact=True)
     text = render_messages(tokenizer, msgs)
     m = size(text)
     if m <= max_prompt_tokens:
-        return msgs, Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL and spec removed, "
+        spec = "spec replaced by its brief" if task.brief else "spec removed"
+        return msgs, Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL removed, {spec}, "
                                            "port descriptions and format notes left out")
     raise PromptTooLong(f"task {task.id}: the prompt needs {m} tokens even with RTL, spec and port descriptions "
                         f"removed, more than max_prompt_tokens={max_prompt_tokens}; raise it or use a model with a "

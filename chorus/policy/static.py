@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..modes import Quality
 from ..stimulus.aliases import alias_map
 from ..stimulus.formats import render
 from ..stimulus.program import parse_vectors, random_program
 from ..tasks.schema import Task
 
 EXTENSIONS = {"testbench": ".sv", "body": ".sv", "vectors": ".vec", "cocotb": ".py"}
-QUALITIES = ("strong", "medium", "weak")
+QUALITIES = tuple(q.name for q in Quality)  # policy.quality's choices, from their one definition
 
 
 def reference(task: Task, samples: int = 1, fmt: str = "testbench", fmt_options: dict | None = None,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .bundled import load_bundled
+from .bundled import SPLITS, load_bundled
 from .cvdp import load_cvdp
 from .schema import TRUSTED, Task, TaskFormatError, read_jsonl, write_jsonl
 
@@ -25,10 +25,11 @@ def _bundled(split: str = "all", **_) -> list[Task]:
 
 
 def _generated(seed: int = 0, per_family: int = 8, difficulty: str = "medium",
-               families: list[str] | None = None, **_) -> list[Task]:
-    from .generated import generate_tasks  # local: the generator is only needed when asked for
+               families: list[str] | None = None, split: str = "all", **_) -> list[Task]:
+    from .generated import calibrate_targets, generate_tasks  # local: only needed when asked for
 
-    return generate_tasks(seed=seed, per_family=per_family, difficulty=difficulty, families=families)
+    tasks = generate_tasks(seed=seed, per_family=per_family, difficulty=difficulty, families=families)
+    return calibrate_targets([t for t in tasks if split in ("all", t.split)])  # only the tasks asked for
 
 
 SUITES = {"bundled": _bundled, "cvdp": _cvdp, "jsonl": _jsonl, "generated": _generated}
@@ -43,8 +44,8 @@ def load_tasks(name: str, path: str | None = None, split: str = "all", limit: in
     `trusted` lets the tasks' RTL use host code ($c, DPI, `systemc_*); it is never read from a file."""
     if name not in SUITES:
         raise TaskFormatError(f"unknown task suite {name!r}; choose one of {sorted(SUITES)}")
-    if split not in ("train", "test", "all"):
-        raise TaskFormatError(f"unknown split {split!r}; use train, test or all")
+    if split not in SPLITS:
+        raise TaskFormatError(f"unknown split {split!r}; use one of {list(SPLITS)}")
     tasks = SUITES[name](path=path, split=split, reference_dir=reference_dir, **suite_options)
     if split != "all" and name != "cvdp":
         tasks = [t for t in tasks if t.split == split]

@@ -2,7 +2,7 @@
 
 Check the references with `python -m chorus.tasks.check`.
 Layout: bundled/<family>/<name>/{task.yaml, spec.md, rtl/*.sv, ref_tb.sv}
-task.yaml keys: id, top, instance, target, difficulty, split (train|test),
+task.yaml keys: id, top, instance, target, difficulty, split (train|validation|test),
 optional defines (mapping) and tb_name.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 from .schema import Task, TaskFormatError
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
-SPLITS = ("train", "test", "all")
+SPLITS = ("train", "validation", "test", "all")
 
 
 def _load_dir(d: Path) -> Task:

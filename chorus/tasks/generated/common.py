@@ -211,12 +211,18 @@ def vector_cycles(text: str) -> int:
     return total
 
 
-def make_task(family: str, k: int, seed: int, difficulty: str, d: Design, target: float) -> Task:
+def split_of(k: int) -> str:
+    """Every 4th design is held out for test, the one before it for validation (tuning); the rest train.
+    By index, so a longer list keeps every earlier task's split."""
+    return {3: "test", 2: "validation"}.get(k % 4, "train")
+
+
+def make_task(family: str, k: int, seed: int, difficulty: str, d: Design) -> Task:
     rtl = {f"rtl/{d.top}.sv": render_rtl(d)}
     task = Task(id=f"gen_{family}_{k}_s{seed}_{difficulty}", spec=render_spec(d), rtl=rtl, top=d.top,
                 brief=render_brief(d),
-                instance="uut", targets={"overall": float(target)}, difficulty=difficulty, source="generated",
-                family=family, split="test" if k % 4 == 3 else "train",
+                instance="uut", targets={"overall": 100.0}, difficulty=difficulty, source="generated",
+                family=family, split=split_of(k),
                 meta={"programs": dict(d.programs), "seed": seed, "index": k, "params": dict(d.params),
                       "cycles": {g: vector_cycles(p) for g, p in d.programs.items()}})
     return task
