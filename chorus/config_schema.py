@@ -117,6 +117,9 @@ class SFTStageConf:
     checkpoint: Optional[str] = None  # external checkpoint used instead of training
     tasks: StageTasksConf = field(default_factory=StageTasksConf)
     kinds: List[SFTKind] = field(default_factory=lambda: [SFTKind.validated])
+    # which of a generated task's reference programs are candidate answers (each kept when it reaches
+    # min_coverage; weaker ones pair with the best in repair examples)
+    grades: List[Quality] = field(default_factory=lambda: list(Quality))
     min_coverage: float = 80.0
     prioritised: bool = False
     steps: int = 200

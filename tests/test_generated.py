@@ -6,6 +6,7 @@ from chorus.stimulus.aliases import alias_map
 from chorus.stimulus.formats import render, score
 from chorus.stimulus.program import parse_vectors, random_program, render_vectors
 from chorus.tasks import load_tasks
+from chorus.tasks.generated.common import COMPACT_CYCLES, vector_cycles
 from chorus.tasks.generated import DIFFICULTIES, FAMILIES, calibrate_targets, generate_task, generate_tasks
 from chorus.tasks.generated.shift_lfsr import MAXIMAL_TAPS, lfsr_period
 
@@ -59,6 +60,20 @@ def test_tasks_are_well_formed(difficulty):
             program = parse_vectors(t.meta["programs"][grade], amap)
             assert not program.is_empty
         assert "module chorus_tb" in t.reference_tb and f"{t.top} uut (" in t.reference_tb
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_compact_programs_fit_the_random_budget_and_use_only_the_briefs_values(difficulty):
+    for t in generate_tasks(seed=9, per_family=4, difficulty=difficulty):
+        text = t.meta["programs"]["compact"]
+        assert not parse_vectors(text, alias_map(t)).is_empty
+        assert vector_cycles(text) <= COMPACT_CYCLES, t.id  # no longer than uniform random stimulus
+        assert len(text.splitlines()) <= 16 and "#" not in text, t.id
+        brief = t.brief.split("\n", 1)[1]
+        # every specific value the program drives (beyond 0/1 and random) is a fact the brief states
+        values = {tok.split("=", 1)[1] for tok in text.split() if "=" in tok} - {"?", "0", "1"}
+        missing = sorted(v for v in values if v not in brief)
+        assert not missing, f"{t.id}: {missing} not in the brief:\n{t.brief}\n{text}"
 
 
 def test_suite_loader_passes_options_through():

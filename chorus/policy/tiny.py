@@ -43,7 +43,7 @@ def _check_size(size: str) -> dict:
 
 
 def default_corpus(extra_texts: list[str] | None = None) -> list[str]:
-    """Spec, RTL and reference testbench of every bundled task, then spec, RTL and stimulus
+    """Spec, RTL and reference testbench of every bundled task, then spec, brief, RTL and stimulus
     (vectors and body) of the default generated tasks, in a fixed order; then extra_texts."""
     from ..stimulus.formats import render
     from ..stimulus.aliases import alias_map
@@ -59,8 +59,9 @@ def default_corpus(extra_texts: list[str] | None = None) -> list[str]:
             texts.append(task.reference_tb)
     for task in generate_tasks(seed=0, per_family=8, difficulty="medium"):
         texts.append(task.spec)
+        texts.append(task.brief)  # prompts carry the brief when the spec does not fit
         texts.extend(task.rtl[name] for name in sorted(task.rtl))
-        for grade in ("strong", "medium"):
+        for grade in ("strong", "medium", "compact"):
             vectors = task.meta["programs"][grade]
             texts.append(vectors)
             texts.append(render("body", task, parse_vectors(vectors, alias_map(task))))

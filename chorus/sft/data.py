@@ -18,6 +18,7 @@ from typing import Callable
 
 from ..policy.parsing import parse_completion
 from ..policy.prompts import FENCE, FILENAME, messages
+from ..policy.static import QUALITIES
 from ..protocol.feedback import feedback_message
 from ..sim import SimConfig
 from ..sim.pool import evaluate_many
@@ -42,7 +43,7 @@ def answer(task: Task, fmt: str, code: str) -> str:
     return f"filename: {FILENAME[fmt].format(tb=task.tb_name)}\n```{FENCE[fmt]}\n{code.rstrip()}\n```\n"
 
 
-def candidates(task: Task, fmt: str, grades: tuple[str, ...] = ("strong", "medium", "weak")) -> list[tuple[str, str]]:
+def candidates(task: Task, fmt: str, grades: tuple[str, ...] = QUALITIES) -> list[tuple[str, str]]:
     """(grade, code) for the task's own stimulus; bundled tasks offer their reference testbench."""
     programs = task.meta.get("programs") or {}
     out = [(g, render(fmt, task, parse_vectors(programs[g], alias_map(task)))) for g in grades if g in programs]
@@ -52,7 +53,7 @@ def candidates(task: Task, fmt: str, grades: tuple[str, ...] = ("strong", "mediu
 
 
 def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: float = 80.0,
-                   repair: bool = True, workers: int | None = None,
+                   repair: bool = True, workers: int | None = None, grades: tuple[str, ...] = QUALITIES,
                    prompt: Callable[[Task], list[dict]] | None = None,
                    on_progress: Callable[[int, int], None] | None = None) -> list[Example]:
     """Simulate every candidate; keep validated answers and pair weaker ones with better ones.
@@ -63,7 +64,7 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
     prompt = prompt or (lambda t: messages(t, fmt))
     jobs, where = [], []
     for t in tasks:
-        for grade, code in candidates(t, fmt):
+        for grade, code in candidates(t, fmt, grades):
             jobs.append((t, code))
             where.append((t, grade, code))
     finished, every = [], max(1, len(jobs) // 20)  # about 20 reports a pass: the log stays readable
