@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from .common import Design, Stim, a_n, finish_with_reset, inp, lit, out, pick_names
+from .common import COMPACT_CYCLES, Design, Stim, a_n, finish_with_reset, hexv, inp, lit, out, pick_names
 
 # difficulty -> (MAX range, load width rule, number of top-of-range event flags)
 LEVELS = {
@@ -168,7 +168,59 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     s.step(3, **{en: 1, up: 1})
     weak = s.text()
 
+    brief, compact = compact_program(all_ports, n, mx, ldmax, lw, [EVENTS[i][0] for i in events])
+
     params = {"max": mx, "width": w, "load_width": lw, "threshold": thr,
               "events": [EVENTS[i][0] for i in events]}
     return Design(top, ports, body, f"{w}-bit up/down counter, wrap at {mx}, {lw}-bit load (generated)",
-                  description, {"strong": strong, "medium": medium, "weak": weak}, params)
+                  description, {"strong": strong, "medium": medium, "weak": weak, "compact": compact},
+                  params, brief=brief)
+
+
+# The compact program's cycles besides the burst and the two counts: the load of 0 and the down
+# step at 0, the load before the climb, the step down and back up at MAX, the clear at MAX, the
+# final load, and finish_with_reset (2 + 2).
+COMPACT_FIXED = 11
+BURST_CYCLES = 40  # the random burst when the climb leaves room: enough for loads, clears, underflow
+
+
+def compact_program(ports: list, n: dict[str, str], mx: int, ldmax: int, lw: int,
+                    events: list[str]) -> tuple[list[str], str]:
+    """The brief and the compact program: a random burst, a down step at 0 (random loads keep the
+    count off 0), one climb from the largest load to MAX (saturating there), a step down and back
+    and a clear while saturated, then wraps (ending on MAX again when the budget allows) and a load.
+    Hard designs' MAX lies beyond the 500 cycles: there the climb takes every cycle the burst
+    leaves, which still reaches count bits random stimulus never sets."""
+    s = Stim(ports, comments=False)
+    a = s.alias
+    run = mx - ldmax  # up steps from the largest load to MAX
+    room = COMPACT_CYCLES - COMPACT_FIXED
+    # The burst gives way (down to 8 cycles) to a climb that fits; one that cannot fit (hard
+    # designs) takes what a full burst leaves.
+    least = min(BURST_CYCLES, room - run - 2) if run + 2 + 8 <= room else BURST_CYCLES
+    climb = min(run + 1, room - least - 1)  # one cycle more than `run` saturates at MAX
+    # Counting on after the wrap: each lap of MAX + 1 cycles wraps once and ends on MAX again, so
+    # the final load happens at MAX; two laps carry `wraps` to 2. The burst gets what is left.
+    laps = min(2, (room - least - climb - 1) // (mx + 1)) if climb == run + 1 else 0
+    wrap = laps * (mx + 1) if laps else 1
+    burst = room - climb - wrap
+    ld_text = ldmax if lw <= 3 else hexv(lw, ldmax)
+    up = f"{a[n['en']]}=1 {a[n['up']]}=1"
+    brief = [f"{a[n['up']]}=0 with {a[n['en']]}=1 at count 0 sets underflow",
+             f"{a[n['load']]}=1 loads {a[n['val']]}; the largest load is {a[n['val']]}={ld_text}",
+             f"MAX is {run} up steps ({up}) above {a[n['val']]}={ld_text}",
+             f"at MAX, {up} saturates if {a[n['wrap']]}=0, wraps if {a[n['wrap']]}=1",
+             f"at MAX, {a[n['up']]}=0 steps down; {a[n['clr']]}=1 clears saturated"]
+    if events:
+        brief.append("flags " + ", ".join(events) + " record events at MAX")
+    s.burst(burst)
+    s.step(1, **{n["en"]: 1, n["up"]: 0, n["load"]: 1, n["val"]: 0, n["wrap"]: 0, n["clr"]: 0})
+    s.step(1, **{n["load"]: 0})
+    s.step(1, **{n["up"]: 1, n["load"]: 1, n["val"]: ldmax})
+    s.step(climb, **{n["load"]: 0})
+    s.step(1, **{n["up"]: 0}).step(1, **{n["up"]: 1})
+    s.step(1, **{n["en"]: 0, n["clr"]: 1})
+    s.step(wrap, **{n["en"]: 1, n["wrap"]: 1, n["clr"]: 0})
+    s.step(1, **{n["load"]: 1})
+    finish_with_reset(s, **{n["en"]: 0, n["load"]: 0})
+    return brief, s.text()
