@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from .common import Design, Stim, a_n, finish_with_reset, inp, lit, out, pick_names
+from .common import COMPACT_CYCLES, Design, Stim, a_n, finish_with_reset, hexv, inp, lit, out, pick_names
 
 # difficulty -> (sequence lengths, symbol width, dwell range)
 LEVELS = {
@@ -209,7 +209,43 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     s_.step(3, **{v: 1, s: other(c0)})
     weak = s_.text()
 
+    brief, compact = _compact(ports, code, close, dwell, has_alarm)
+
     params = {"states": nst, "sequence": code, "symbol_width": sw, "close": close, "dwell": dwell,
               "encoding": enc}
     return Design(top, ports, body, f"{nst}-state code lock, {length}-symbol sequence (generated)", description,
-                  {"strong": strong, "medium": medium, "weak": weak}, params)
+                  {"strong": strong, "medium": medium, "weak": weak, "compact": compact}, params, brief)
+
+
+def _compact(ports: list, code: list[int], close: int, dwell: int, has_alarm: bool) -> tuple[list[str], str]:
+    """The compact spec and program: a random burst, then one unlock that waits out the dwell
+    timer into DONE. No rng draws, so the design stays byte-identical.
+
+    The burst holds the abort (in2) at 0: random aborts every other cycle would keep the
+    failure count from ever reaching ALARM. Relocking with the close symbol is left out: it
+    needs a second unlock (a line per symbol) for one branch."""
+    valid, sym, ab = (p.name for p in ports[:3])  # declared in this order in build()
+    sw = ports[1].width
+    s = Stim(ports, comments=False)
+    iv, isym, iab = (s.alias[n] for n in (valid, sym, ab))
+
+    def val(x: int) -> str:  # a symbol as Stim writes it
+        return str(x) if sw <= 3 else hexv(sw, x)
+
+    go = next(x for x in range(1 << sw) if x != close)  # any symbol but close ends OPEN in DONE
+    brief = [f"unlock sequence: {', '.join(f'{isym}={val(x)}' for x in code)} while {iv}=1",
+             f"{isym}={val(close)} with {iv}=1 relocks the unlocked lock",
+             f"unlocked: after {dwell} cycles of {iv}=0, {iv}=1 finishes it",
+             f"{iab}=1 returns to IDLE from any state" + (", ALARM included" if has_alarm else "")]
+    # the cycles after the burst: abort 1, unlock L + a pause 1, go 1, dwell + 1, DONE 2, finish 4
+    s.burst(COMPACT_CYCLES - (len(code) + dwell + 10), **{ab: 0})
+    s.step(1, **{ab: 1})
+    for x in code[:-1]:
+        s.step(1, **{valid: 1, sym: x, ab: 0})
+    s.step(1, **{valid: 0, ab: 0})  # a pause before the last symbol: the deepest GOT state waits
+    s.step(1, **{valid: 1, sym: code[-1]})
+    s.step(1, **{sym: go})  # a valid symbol before the dwell ran out: OPEN stays
+    s.step(dwell + 1, **{valid: 0})  # one cycle more than the dwell: the timer holds at its top
+    s.step(2, **{valid: 1})  # DONE, then its pulse
+    finish_with_reset(s)
+    return brief, s.text()
