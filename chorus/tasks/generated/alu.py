@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from .common import Design, Stim, a_n, finish_with_reset, inp, lit, out, pick_names
+from .common import Design, Port, Stim, a_n, finish_with_reset, hexv, inp, lit, out, pick_names
 
 # difficulty -> (data width, opcode width, key width, plain ops, conditional ops, privileged ops)
 LEVELS = {
@@ -238,6 +238,66 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     s.step(1, **{go: 0})
     weak = s.text()
 
+    brief, compact = _compact(ports, go, op, arg, w, ow, opcode, key, priv, cond)
     params = {"width": w, "opcode_width": ow, "key": key, "key_width": kw, "opcodes": opcode}
     return Design(top, ports, body, f"{w}-bit accumulator ALU, {len(ops)} opcodes, keyed privileged mode (generated)",
-                  description, {"strong": strong, "medium": medium, "weak": weak}, params)
+                  description, {"strong": strong, "medium": medium, "weak": weak, "compact": compact}, params,
+                  brief=brief)
+
+
+# The compact program's random burst (every input random): it runs every opcode outside privileged
+# mode, the fault paths included, and toggles the data bits; the targeted lines and the final reset
+# add 13-21 cycles, so the whole stays within COMPACT_CYCLES (uniform random stimulus's budget).
+BURST = 460
+# The compact program's targeted part, with h = half the range: LOAD h, then CMP (acc == h: exact
+# matches), ADD h (wraps to exactly zero: Z and C set), CLRZC (needs Z and C, keeps both), MOVZ
+# (needs Z). The conditional opcodes a design has run in this order.
+COND_ORDER = ("CMP", "CLRZC", "MOVZ")
+COND_FACT = {
+    "CMP": "{o} counts exact acc == in2 matches, wrapping after 4",
+    "CLRZC": "{o} clears acc only when Z and C are both set",
+    "MOVZ": "{o} loads in2 into acc only when Z is set",
+}
+
+
+def _val(width: int, value: int) -> str:
+    """A value as Stim writes it, so that the brief's literals are the program's."""
+    return str(value) if width <= 3 else hexv(width, value)
+
+
+def _compact(ports: list[Port], go: str, op: str, arg: str, w: int, ow: int, opcode: dict[str, int], key: int,
+             priv: list[str], cond: list[str]) -> tuple[list[str], str]:
+    """The compact spec and the compact program: one random burst, then per fact a few opcode
+    lines using the fact's values, then a reset. Draws nothing from rng."""
+    ones, half = (1 << w) - 1, 1 << (w - 1)
+
+    def o(name: str) -> str:
+        return f"in1={_val(ow, opcode[name])}"
+
+    def a(value: int) -> str:
+        return f"in2={_val(w, value)}"
+
+    others = [o(name) for name in priv[1:]]
+    conds = [c for c in COND_ORDER if c in cond]
+    brief = [f"{o('KEY')} with {a(key)} enters privileged mode",
+             f"privileged, e.g. on {a(ones)}: " + "".join(f"{x}, " for x in others) + f"{o('SAVE')} saves acc",
+             f"{o('LOAD')} loads in2, {o('ADD')} adds it; {a(half)} twice wraps to 0",
+             *(COND_FACT[c].format(o=o(c)) for c in conds)]
+
+    s = Stim(ports, comments=False)
+    s.burst(BURST)
+    s.step(1, **{go: 1, op: opcode["KEY"], arg: key})
+    # Twice each on all ones: MAXU takes the larger operand once, then finds acc as large.
+    for name in priv[1:]:
+        s.step(2, **{op: opcode[name], arg: ones})
+    s.step(1, **{op: opcode["LOAD"], arg: ones})  # all ones, so SAVE (and the final reset) toggles every bit
+    s.step(1, **{op: opcode["SAVE"]})
+    s.step(1, **{op: opcode["LOAD"], arg: half})
+    if "CMP" in conds:
+        s.step(4, **{op: opcode["CMP"]})
+    s.step(1, **{op: opcode["ADD"]})
+    for name in conds:
+        if name != "CMP":
+            s.step(1, **{op: opcode[name]})
+    finish_with_reset(s, **{go: 0})
+    return brief, s.text()
