@@ -4,12 +4,14 @@ The holes: a key input must equal a magic constant (alone and together with one 
 value), an operand pair must equal a magic pair, an operand must fall inside a narrow
 window, and the two operands must stay equal for several consecutive cycles. Uniform random
 operands satisfy each with probability 2^-width per cycle, and the equality streak never.
+The brief states those values on the aliases; the compact program is a random burst, then one
+step for each, then a reset.
 """
 from __future__ import annotations
 
 import random
 
-from .common import Design, Stim, finish_with_reset, inp, lit, out, pick_names
+from .common import Design, Stim, finish_with_reset, hexv, inp, lit, out, pick_names
 
 # difficulty -> (data width, key width, select width, number of mux arms, window size, streak length)
 LEVELS = {
@@ -173,7 +175,29 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     s.step(3, **{sel: sel_codes[0], a: 1, b: 2})
     weak = s.text()
 
+    # compact: a random burst, then one step per brief fact (the key with its two selects, the pair
+    # with A alone first so the condition's A-only row is hit too, the window, an equality streak at
+    # all ones so every `captured` bit toggles), then a reset. No rng draws: designs stay identical.
+    s = Stim(ports, comments=False)
+
+    def on(name: str, v: int) -> str:  # `in1=0x3f` exactly as Stim writes it
+        return f"{s.alias[name]}={v if s.width[name] <= 3 else hexv(s.width[name], v)}"
+
+    s.burst(400)
+    s.step(1, **{sel: key_sel, key: magic}).step(1, **{sel: key_arm})
+    s.step(1, **{a: ma}).step(1, **{b: mb})
+    s.step(1, **{a: lo})
+    s.step(need + 1, **{a: ones, b: ones})
+    finish_with_reset(s, **{key: 0})  # the key leaves its magic value, so key_ok falls too
+    compact = s.text()
+    brief = [f"{on(key, magic)} is the key: sticky hit when {on(sel, key_sel)}",
+             f"{on(sel, key_arm)} outputs ~{s.alias[a]} while the key matches",
+             f"{on(a, ma)} with {on(b, mb)} sets a sticky pair flag",
+             f"window: {on(a, lo)} to {on(a, hi)}",
+             f"{s.alias[a]}=={s.alias[b]} for {need} cycles raises stable, e.g. both {hexv(w, ones)}"]
+
     params = {"width": w, "magic": magic, "window": [lo, hi], "pair": [ma, mb], "streak": need,
               "select": dict(zip(map(str, sel_codes), arm_ids))}
     return Design(top, ports, body, f"{w}-bit registered mux and comparators with magic values (generated)",
-                  description, {"strong": strong, "medium": medium, "weak": weak}, params)
+                  description, {"strong": strong, "medium": medium, "weak": weak, "compact": compact}, params,
+                  brief=brief)
