@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 
-from .common import Design, Stim, a_n, finish_with_reset, inp, lit, out, pick_names
+from .common import (COMPACT_CYCLES, Design, Port, Stim, a_n, finish_with_reset, hexv, inp, lit, out,
+                     pick_names)
 
 # Feedback masks giving a maximal-length sequence for `q <= {q[N-2:0], ^(q & MASK)}`.
 MAXIMAL_TAPS = {
@@ -184,7 +185,40 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     s.step(3, **{en: 1})
     weak = s.text()
 
+    brief, compact = compact_program(ports, en, ld, seed, mode, sin, nw, pat_bits)
+
     params = {"width": nw, "taps": taps, "default_seed": default, "pattern": pattern, "pattern_bits": p}
     return Design(top, ports, body, f"{nw}-bit LFSR with shift mode, lock-up recovery and pattern detect (generated)",
-                  description, {"strong": strong, "medium": medium, "weak": weak}, params,
+                  description, {"strong": strong, "medium": medium, "weak": weak, "compact": compact}, params,
+                  brief=brief,
                   reset_desc=f"asynchronous active-low reset; loads {default} and clears the counters and flags.")
+
+
+# The compact program's random burst: long enough for what uniform stimulus covers (seed bits,
+# the priority combinations, LFSR and shift steps), short enough to leave the period run room.
+COMPACT_BURST = 100
+COMPACT_LOCKUPS = 16  # cycles of random loads of the zero seed with stepping on: a few recoveries
+
+
+def compact_program(ports: list[Port], en: str, ld: str, seed: str, mode: str, sin: str, nw: int,
+                    pat_bits: str) -> tuple[list[str], str]:
+    """The brief (lock-up, the serial pattern, the period) and the short program that acts on it:
+    a burst, random zero-seed loads while stepping, the pattern shifted in, then LFSR steps for
+    the rest of the cycle budget (the final reset's 4 cycles included, it spans COMPACT_CYCLES)."""
+    s = Stim(ports, comments=False)
+    a = s.alias
+    full = (1 << nw) - 1
+    zero = hexv(nw, 0)
+    brief = [f"{a[ld]}=1 loads {a[seed]}; loaded {a[seed]}={zero} locks up; {a[en]}=1 then recovers",
+             f"pattern {pat_bits} on {a[sin]}, first bit first, while {a[mode]}=1 {a[en]}=1 {a[ld]}=0",
+             f"{a[en]}=1 steps with {a[ld]}=0 {a[mode]}=0: period marker after {full} steps"]
+    s.burst(COMPACT_BURST)
+    s.step(COMPACT_LOCKUPS, **{en: 1, ld: None, seed: 0, mode: 0})
+    s.step(1, **{ld: 0, mode: 1, sin: int(pat_bits[0])})
+    for b in pat_bits[1:]:
+        s.step(1, **{sin: int(b)})
+    # LFSR steps for the rest of the budget (the same rule at every width): the narrow periods pulse,
+    # the wide ones (511 steps and up) do not fit, but the step counter's lower bits still toggle.
+    s.step(COMPACT_CYCLES - s.total - 4, **{mode: 0})
+    finish_with_reset(s, **{en: 0})
+    return brief, s.text()
