@@ -3,6 +3,8 @@ of uniform random stimulus, per family and difficulty, with pass rates against t
 
     python -m chorus.tasks.generated.measure --per-family 4 --workers 2
 
+Targets are the calibrated ones (targets.py), so a column's pass share says how often it reaches them.
+
 Everything runs through the `vectors` format (one harness build per design, then ~40 ms per
 evaluation).
 """
@@ -17,7 +19,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 from ..schema import Task
-from . import DIFFICULTIES, FAMILIES, generate_task
+from . import DIFFICULTIES, FAMILIES, calibrate_targets, generate_task
 
 GRADES = ("strong", "medium", "weak", "compact")
 RANDOM_CYCLES = (500, 2000)
@@ -36,7 +38,8 @@ def measure_task(task: Task, cache_dir: str | None = None) -> dict:
     amap = alias_map(task)
     for c in RANDOM_CYCLES:
         texts[f"random{c}"] = render_vectors(random_program(amap, cycles=c, seed=0))
-    row = {"id": task.id, "family": task.family, "difficulty": task.difficulty, "target": task.target}
+    row = {"id": task.id, "family": task.family, "difficulty": task.difficulty, "target": task.target,
+           "random_mean": (task.meta.get("calibration") or {}).get("random_mean")}
     for name in COLUMNS:
         if name not in texts:
             row[name] = None
@@ -51,7 +54,8 @@ def measure_task(task: Task, cache_dir: str | None = None) -> dict:
 
 def _job(args: tuple) -> dict:
     family, k, seed, difficulty, cache_dir = args
-    return measure_task(generate_task(family, k, seed, difficulty, with_reference_tb=False), cache_dir)
+    task = generate_task(family, k, seed, difficulty, with_reference_tb=False)
+    return measure_task(calibrate_targets([task], workers=1, cache_dir=cache_dir)[0], cache_dir)
 
 
 def summarize(rows: list[dict]) -> list[dict]:
@@ -61,7 +65,7 @@ def summarize(rows: list[dict]) -> list[dict]:
             group = [r for r in rows if r["family"] == fam and r["difficulty"] == diff]
             if not group:
                 continue
-            s = {"family": fam, "difficulty": diff, "n": len(group), "target": group[0]["target"]}
+            s = {"family": fam, "difficulty": diff, "n": len(group), "target": statistics.mean(r["target"] for r in group)}
             for col in COLUMNS:
                 vals = [r[col] for r in group if r[col] is not None]
                 s[col] = statistics.mean(vals) if vals else None
@@ -72,7 +76,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def table(summary: list[dict]) -> str:
-    head = "| family | difficulty | n | target | " + " | ".join(COLUMNS) + " |"
+    head = "| family | difficulty | n | mean target | " + " | ".join(COLUMNS) + " |"
     lines = [head, "|" + "---|" * (4 + len(COLUMNS))]
     for s in summary:
         cells = [f"{s[c]:.1f} ({s[c + '_pass']:.0%})" if s[c] is not None else "-" for c in COLUMNS]
