@@ -1,4 +1,6 @@
 """Prompts: chat template, per-format instructions, and honest truncation."""
+import dataclasses
+
 import pytest
 from transformers import AutoTokenizer
 
@@ -68,3 +70,19 @@ def test_small_contexts_drop_port_descriptions_and_format_notes_last():
     assert "alias | width | dir | port\n" in tight.text and "in0 | " in tight.text and "description" not in tight.text
     with pytest.raises(PromptTooLong, match="even with RTL, spec and port descriptions removed"):
         render_prompt(task, "vectors", tok, 100)
+
+
+def test_a_spec_that_does_not_fit_gives_way_to_the_brief_not_a_cut(task, tok):
+    # the brief (the compact spec) replaces the spec whole
+    full = render_prompt(task, "vectors", tok, 10_000)
+    spec_tokens = len(tok(task.spec, add_special_tokens=False)["input_ids"])
+    short = render_prompt(task, "vectors", tok, full.n_tokens - spec_tokens // 2)
+    assert "spec replaced by its brief" in short.note
+    assert task.brief in short.text and "## Description" not in short.text
+    # a task without a brief still gets its spec cut, as before
+    bare = dataclasses.replace(task, brief="")
+    cut = render_prompt(bare, "vectors", tok, full.n_tokens - spec_tokens // 2)
+    assert "spec to" in cut.note and bare.spec[:80] in cut.text and "Key facts" not in cut.text
+    # RTL cut to nothing is left out rather than shown as an empty block
+    tight = render_prompt(task, "vectors", tok, 600)
+    assert "RTL removed, spec replaced by its brief" in tight.note and "RTL `rtl/" not in tight.text

@@ -7,6 +7,7 @@ length by shortening the RTL and spec, reporting what it cut.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..stimulus.aliases import alias_map, alias_table
@@ -106,14 +107,17 @@ def fit_messages(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> tup
                         else f"spec to {spec_chars} chars")
                 return msgs, Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL cut to "
                                                    f"{rtl_chars} chars per file, {spec}")
-    # last resort for small contexts: the port table without spec descriptions, no syntax notes
-    msgs = messages(task, fmt, rtl_chars=0, spec_chars=0, compact=True)
-    text = render_messages(tokenizer, msgs)
-    m = size(text)
-    if m <= max_prompt_tokens:
-        spec = "spec replaced by its brief" if task.brief else "spec removed"
-        return msgs, Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL removed, {spec}, "
-                                           "port descriptions and format notes left out")
+    # last resort for small contexts: the port table without spec descriptions, no syntax notes, with
+    # the brief if it fits
+    for bare in ((False, True) if task.brief else (True,)):
+        shown = dataclasses.replace(task, brief="") if bare else task
+        msgs = messages(shown, fmt, rtl_chars=0, spec_chars=0, compact=True)
+        text = render_messages(tokenizer, msgs)
+        m = size(text)
+        if m <= max_prompt_tokens:
+            spec = "spec replaced by its brief" if not bare else "spec removed"
+            return msgs, Prompt(text, m, True, f"prompt {n} tokens > {max_prompt_tokens}: RTL removed, {spec}, "
+                                               "port descriptions and format notes left out")
     raise PromptTooLong(f"task {task.id}: the prompt needs {m} tokens even with RTL, spec and port descriptions "
                         f"removed, more than max_prompt_tokens={max_prompt_tokens}; raise it or use a model with a "
                         "longer context")
