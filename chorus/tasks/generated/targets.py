@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -24,6 +25,7 @@ from pathlib import Path
 from ..schema import Task
 from .common import COMPACT_CYCLES
 
+log = logging.getLogger(__name__)
 RANDOM_RUNS = 4
 # A third of the way from random to the reference: the compact reference programs, which state only
 # the brief's facts, must be able to pass (they reach 8-20 points above random, see measure.py), and a
@@ -83,6 +85,7 @@ def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: 
         jobs.append((t, t.meta["programs"]["strong"]))
         jobs += [(t, render_vectors(random_program(amap, cycles=COMPACT_CYCLES, seed=s))) for s in _seeds(t)]
     if jobs:
+        log.info("calibrating the targets of %d generated tasks (%d simulations; cached in %s)", len(todo), len(jobs), root)
         results = evaluate_many(jobs, cfg, workers, fn=functools.partial(score, "vectors", options={}))
         per = RANDOM_RUNS + 1
         for i, (t, path) in enumerate(todo):
