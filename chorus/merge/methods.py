@@ -4,6 +4,11 @@ Every function merges one tensor (or a block of rows of one) of several experts:
 `experts` are the experts' tensors, `base` the shared init's (None for soup), `weights` one per
 expert. Methods over task vectors (tau_i = expert_i - base) return base + lam * merged(tau).
 Randomised methods take a torch.Generator so a merge is reproducible.
+
+One departure from the papers, `normalize` (default true): task arithmetic and DARE average the
+task vectors instead of adding them up, and DELLA's mean divides by the experts agreeing before its
+drop. Experts from nested SFT stages share those stages' changes, which a sum counts once per expert
+(see `combine`; normalize=false gives the papers' definitions).
 """
 from __future__ import annotations
 
