@@ -227,6 +227,11 @@ class ConsolidationConf:
     density: float = 0.5  # ties, dare, della: fraction of each task vector kept
     epsilon: float = 0.1  # della: width of the drop-probability window
     lam: float = 1.0  # task_arithmetic, ties, dare, della: scale of the merged task vector
+    # task_arithmetic, dare: divide the weighted sum of task vectors by the sum of the weights; the
+    # experts start from nested SFT stages, so a plain sum (false, as the papers do) counts stage1's
+    # SFT change once per expert that inherited it (methods.combine). della: divide the disjoint sum by
+    # the weight agreeing before the drop, not after it (methods.della)
+    normalize: bool = True
     seed: int = 0  # dare, della: the drop masks
     student: str = "soup"  # opd: soup | stage0|stage1|stage2 | a teacher's name | a checkpoint path
     margin: float = 0.0  # opd: a teacher must beat the student's reward by more than this

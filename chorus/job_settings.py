@@ -23,8 +23,9 @@ COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
 EVALUATION = ("rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature", "rl.max_new_tokens",
               "rl.max_prompt_tokens", "rl.generation")
 # Merge options per method: everything else under consolidation.* is refused for that method.
-MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam",), "ties": ("density", "lam"),
-                 "dare": ("density", "lam", "seed"), "della": ("density", "epsilon", "lam", "seed")}
+MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam", "normalize"), "ties": ("density", "lam"),
+                 "dare": ("density", "lam", "normalize", "seed"),
+                 "della": ("density", "epsilon", "lam", "normalize", "seed")}
 # The teacher location in conf/teacher_pool/*.yaml follows ${rl_algo.name}; the algorithm's other
 # settings belong to job=rl.
 TEACHERS = ("teacher_pool.name", "teacher_pool.teachers", "rl_algo.name")

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from chorus.merge.methods import dare, della, drop_probabilities, soup, task_arithmetic, ties, trim_threshold
 from chorus.merge.stream import merge_checkpoints
@@ -30,7 +30,54 @@ def test_soup_and_task_arithmetic_hand_computed():
     assert soup([a, b]).tolist() == [2.0, 4.0]
     assert soup([a, b], weights=[3, 1]).tolist() == [1.5, 3.0]
     base = t([1.0, 1.0])
-    assert task_arithmetic([a, b], base, lam=0.5).tolist() == [2.0, 4.0]  # 1 + 0.5 * ((0, 1) + (2, 5))
+    assert task_arithmetic([a, b], base, lam=0.5, normalize=False).tolist() == [2.0, 4.0]  # 1 + 0.5 * ((0, 1) + (2, 5))
+    assert task_arithmetic([a, b], base, lam=0.5).tolist() == [1.5, 2.5]  # 1 + 0.5 * ((0, 1) + (2, 5)) / 2
+    assert task_arithmetic([a, b], base, weights=[3, 1]).tolist() == soup([a, b], weights=[3, 1]).tolist()
+
+
+# Nested experts on one-hot parts: entry k of every tensor is part k of [D1, D2, R0, R1, R2], so a
+# merged task vector's entries are its coefficients on the parts. stage1 = stage0 + D1, stage2 =
+# stage1 + D2, expert_i = stage_i + R_i; task vectors are against stage0.
+PARTS = ("D1", "D2", "R0", "R1", "R2")
+NESTED = [[0, 0, 1, 0, 0], [1, 0, 0, 1, 0], [1, 1, 0, 0, 1]]
+
+
+def nested(stage0, scale=1.0):
+    return [stage0 + scale * t([float(x) for x in row]).repeat_interleave(stage0.numel() // 5) for row in NESTED]
+
+
+def test_the_default_weighted_mean_counts_a_shared_sft_change_once_and_the_plain_sum_twice():
+    s0 = t([0.3, -0.2, 0.1, 0.5, -0.4])
+    experts = nested(s0)
+    coef = lambda merged: [round(x, 6) for x in (merged - s0).tolist()]  # noqa: E731
+    assert coef(task_arithmetic(experts, s0)) == pytest.approx([2 / 3, 1 / 3, 1 / 3, 1 / 3, 1 / 3])
+    assert coef(task_arithmetic(experts, s0, normalize=False)) == [2.0, 1.0, 1.0, 1.0, 1.0]
+    assert coef(task_arithmetic(experts, s0, normalize=False, lam=0.5)) == [1.0, 0.5, 0.5, 0.5, 0.5]
+    # weights 1:2:1: D1 is in experts 1 and 2 -> (2 + 1) / 4
+    assert coef(task_arithmetic(experts, s0, weights=[1, 2, 1])) == pytest.approx([0.75, 0.25, 0.25, 0.5, 0.25])
+    assert coef(dare(experts, s0, density=1.0)) == pytest.approx([2 / 3, 1 / 3, 1 / 3, 1 / 3, 1 / 3])
+    assert coef(dare(experts, s0, density=1.0, normalize=False)) == [2.0, 1.0, 1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="sum to 0 .* consolidation.normalize=false"):
+        task_arithmetic(experts, s0, weights=[1, -1, 0])
+    assert coef(task_arithmetic(experts, s0, weights=[1, -1, 0], normalize=False)) == [-1.0, 0.0, 1.0, -1.0, 0.0]
+
+
+def test_randomised_merges_keep_each_part_at_its_expected_coefficient():
+    """20000 entries per part, density 0.5 (epsilon 0: DELLA's p is 0.5 everywhere). DARE's mean keeps
+    soup's coefficients in expectation. In DELLA's disjoint mean each part counts once (only the
+    experts holding it are non-zero there: TIES gives exactly 1); dividing by the surviving experts'
+    weight (normalize=false) made D1 1.5: both copies survive 1/4 (mean 2 D1), one survives 1/2 (2 D1)."""
+    s0 = torch.zeros(5 * 20000)
+    experts = nested(s0, scale=0.01)
+    coef = lambda merged: (merged / 0.01).reshape(5, -1).mean(1).tolist()  # noqa: E731
+    g = torch.Generator().manual_seed(0)
+    assert coef(dare(experts, s0, density=0.5, generator=g)) == pytest.approx([2 / 3] + [1 / 3] * 4, abs=0.02)
+    assert coef(dare(experts, s0, density=0.5, normalize=False, generator=g)) == pytest.approx([2, 1, 1, 1, 1],
+                                                                                                abs=0.04)
+    assert coef(ties(experts, s0, density=1.0)) == pytest.approx([1.0] * 5)
+    assert coef(della(experts, s0, density=0.5, epsilon=0.0, generator=g)) == pytest.approx([1.0] * 5, abs=0.03)
+    old = coef(della(experts, s0, density=0.5, epsilon=0.0, normalize=False, generator=g))
+    assert old == pytest.approx([1.5, 1.0, 1.0, 1.0, 1.0], abs=0.03)
 
 
 def test_dare_drops_with_p_and_rescales_survivors_by_one_over_one_minus_p():
@@ -119,6 +166,34 @@ def test_streamed_sharded_merge_equals_the_whole_tensor_merge(method, options, e
            "ties": lambda: ties([x[name] for x in e], base, density=0.3)}.get(method)
     if ref:
         assert torch.allclose(a[name], ref(), atol=1e-6)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_a_merge_job_takes_normalize_from_the_config(normalize, tiny_xs, tmp_path):
+    """consolidation.normalize reaches the streamed merge: real nested checkpoints, task arithmetic."""
+    from omegaconf import OmegaConf
+
+    from chorus.config_schema import ConsolidationConf
+    from chorus.merge.run import merge_options
+
+    s0 = load_file(tiny_xs / "model.safetensors")
+    name = "model.layers.0.mlp.down_proj.weight"
+    g = torch.Generator().manual_seed(0)
+    parts = {p: 0.01 * torch.randn(s0[name].shape, generator=g) for p in PARTS}
+    paths = []
+    for i, row in enumerate(NESTED):
+        shutil.copytree(tiny_xs, tmp_path / f"e{i}")
+        sd = dict(s0, **{name: s0[name] + sum(x * parts[p] for x, p in zip(row, PARTS))})
+        save_file(sd, tmp_path / f"e{i}/model.safetensors", metadata={"format": "pt"})
+        paths.append(tmp_path / f"e{i}")
+    overrides = {} if normalize else {"normalize": False}
+    cons = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ConsolidationConf(name="task_arithmetic")),
+                                               overrides))
+    out = merge_checkpoints("task_arithmetic", paths, tmp_path / "m", base=tiny_xs, **merge_options(cons))
+    merged = load_file(f"{out['checkpoint']}/model.safetensors")[name]
+    d1_times = 2 / 3 if normalize else 2.0
+    expect = s0[name] + d1_times * parts["D1"] + d1_times / 2 * sum(parts[p] for p in PARTS[1:])
+    assert torch.allclose(merged, expect, atol=1e-6) and out["options"]["normalize"] is normalize
 
 
 @pytest.mark.parametrize("method", ["dare", "della"])
@@ -211,6 +286,8 @@ def test_a_multirun_over_methods_and_densities_leaves_one_dir_per_run(experts, t
 @pytest.mark.parametrize("overrides, message", [
     (["consolidation=della", "consolidation.density=1.5"], "density must be in (0, 1]"),
     (["consolidation=soup", "consolidation.weights=[1,2,3]"], "3 merge weights for 2 experts"),
+    pytest.param(["consolidation=dare", "consolidation.weights=[1,-1]"], "sum to 0 and a normalized merge divides",
+                 marks=pytest.mark.slow),
     (["consolidation=ties", "teacher_pool=three_experts"], "teacher stage0: no checkpoint"),
 ])
 def test_cli_merge_bad_input_is_one_line(overrides, message, experts, tiny_xs, tmp_path):
@@ -228,14 +305,16 @@ MERGEKIT = shutil.which("mergekit-yaml")
 @pytest.mark.skipif(MERGEKIT is None, reason="mergekit is an optional extra (pip install mergekit); "
                                              "only this differential test uses it")
 @pytest.mark.parametrize("method, mk_method, options", [("soup", "linear", {}), ("ties", "ties", {"density": 0.5}),
-                                                        ("task_arithmetic", "task_arithmetic", {})])
+                                                        ("task_arithmetic", "task_arithmetic", {}),
+                                                        ("task_arithmetic", "task_arithmetic", {"normalize": False})])
 def test_agrees_with_mergekit_where_the_definitions_coincide(method, mk_method, options, experts, tiny_xs, tmp_path):
     import subprocess
 
-    models = [{"model": str(e), "parameters": {"weight": 1.0, **options}} for e in experts]
-    # task arithmetic sums the task vectors (Ilharco et al.): no normalisation by the weights
+    per_model = {k: v for k, v in options.items() if k != "normalize"}
+    models = [{"model": str(e), "parameters": {"weight": 1.0, **per_model}} for e in experts]
+    # chorus divides summed task vectors by the weights' sum unless consolidation.normalize=false
     cfg = {"merge_method": mk_method, "models": models, "dtype": "float32",
-           "parameters": {"normalize": method != "task_arithmetic"}}
+           "parameters": {"normalize": options.get("normalize", True)}}
     if method != "soup":
         cfg["base_model"] = str(tiny_xs)
     (tmp_path / "mk.yml").write_text(json.dumps(cfg))

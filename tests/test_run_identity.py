@@ -48,6 +48,17 @@ def test_what_shapes_a_result_moves_the_dir_and_bookkeeping_does_not(train_cfg):
     assert unused_overrides(job, c, ["consolidation.margin=0.3"]) == ["consolidation.margin=0.3"]
 
 
+def test_normalize_is_read_by_the_summing_merges_only(train_cfg):
+    """TIES's disjoint mean has nothing to normalize: consolidation.normalize is refused there, and
+    DARE's plain sum (normalize=false) is another run than its default weighted mean."""
+    c, job, _, _ = train_cfg("consolidation=ties")
+    assert unused_overrides(job, c, ["consolidation.normalize=false"]) == ["consolidation.normalize=false"]
+    c, job, mean_dir, _ = train_cfg("consolidation=dare")
+    assert unused_overrides(job, c, ["consolidation.normalize=false"]) == []
+    _, _, sum_dir, record = train_cfg("consolidation=dare", "consolidation.normalize=false")
+    assert sum_dir != mean_dir and record["changed"] == {"consolidation.normalize": False}
+
+
 def test_teacher_pools_follow_rl_algo(train_cfg):
     c, _, out, record = train_cfg("consolidation=opd", "rl_algo=grpo")
     assert [t["checkpoint"] for t in c["teacher_pool"]["teachers"]] == [f"/r/rl/grpo/stage{i}/hf" for i in range(3)]

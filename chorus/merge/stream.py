@@ -12,7 +12,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .methods import MERGES, NEEDS_BASE, check_density, merge_weights, trim_threshold
+from .methods import (MERGES, NEEDS_BASE, WEIGHTED_MEANS, check_density, check_weight_sum, merge_weights,
+                      trim_threshold)
 
 ARCH_KEYS = ("model_type", "architectures", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "num_key_value_heads", "intermediate_size", "vocab_size", "tie_word_embeddings")
@@ -85,7 +86,9 @@ def check_merge(method: str, experts: list[str | Path], base: str | Path | None 
         raise ValueError(f"unknown merge {method!r}; choose one of {sorted(MERGES)}")
     if method in NEEDS_BASE and base is None:
         raise ValueError(f"{method} merges task vectors and needs a base checkpoint (the SFT init)")
-    merge_weights(weights, len(experts))  # refuse bad arguments before reading any tensor
+    w = merge_weights(weights, len(experts))  # refuse bad arguments before reading any tensor
+    if method in WEIGHTED_MEANS and (options or {}).get("normalize", True):
+        check_weight_sum(w)
     if "density" in (options or {}):
         check_density(options["density"])
     cks = [Checkpoint(p) for p in experts]
