@@ -233,7 +233,8 @@ class ConsolidationConf:
     # the weight agreeing before the drop, not after it (methods.della)
     normalize: bool = True
     seed: int = 0  # dare, della: the drop masks
-    student: str = "soup"  # opd: soup | stage0|stage1|stage2 | a teacher's name | a checkpoint path
+    # opd: soup | stage0|stage1|stage2 (SFT stages) | a teacher's name | teacher:<name> | a checkpoint path
+    student: str = "soup"
     margin: float = 0.0  # opd: a teacher must beat the student's reward by more than this
     mode: OPDMode = OPDMode.pg  # opd
     divergence: Divergence = Divergence.reverse_kl  # opd mode=direct

@@ -1,4 +1,5 @@
 """Reward-gated multi-teacher OPD: routing and losses on hand values, teacher rewards, tiny runs."""
+import dataclasses
 import json
 import math
 import shutil
@@ -150,6 +151,11 @@ def test_student_init_is_the_soup_a_stage_a_teacher_or_a_path(pool, tiny_xs, tmp
     assert json.loads((tmp_path / "out/student_soup/merge.json").read_text())["method"] == "soup"
     assert soup == str(tmp_path / "out/student_soup")
     assert resolve_student("spiky", pool, tmp_path / "runs", tmp_path / "out") == pool[1].checkpoint
+    # teacher:<name> reaches a teacher that shares its name with a stage (three_experts' stage0..2)
+    staged = [dataclasses.replace(t, name=f"stage{i}") for i, t in enumerate(pool)]
+    assert resolve_student("teacher:stage1", staged, tmp_path / "runs", tmp_path / "out") == pool[1].checkpoint
+    with pytest.raises(ValueError, match="the pool has no teacher 'stage7'; its teachers are"):
+        resolve_student("teacher:stage7", staged, tmp_path / "runs", tmp_path / "out")
     assert resolve_student(str(tiny_xs), pool, tmp_path / "runs", tmp_path / "out") == str(tiny_xs)
     with pytest.raises(FileNotFoundError, match="job=sft sft_stage=stage1"):
         resolve_student("stage1", pool, tmp_path / "runs", tmp_path / "out")

@@ -67,7 +67,9 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
 
 def resolve_student(choice: str, teachers: list[Teacher], runs_dir: str | Path, out: Path,
                     weights: list[float] | None = None) -> str:
-    """The OPD student's init: the soup of the pool, a stage checkpoint, a teacher, or a path."""
+    """The OPD student's init: the soup of the pool, a stage checkpoint, a teacher, or a path.
+    `teacher:<name>` names a teacher even when a stage has the same name (three_experts' teachers
+    are called stage0..2 after the stages their experts started from)."""
     from ..merge.stream import merge_checkpoints
     from ..sft.stages import STAGES, stage_checkpoint
 
@@ -79,6 +81,12 @@ def resolve_student(choice: str, teachers: list[Teacher], runs_dir: str | Path, 
     if choice in STAGES:
         return str(stage_checkpoint(runs_dir, choice))
     named = {t.name: t.checkpoint for t in teachers}
+    if choice.startswith("teacher:"):
+        name = choice.split(":", 1)[1]
+        if name not in named:
+            raise ValueError(f"consolidation.student={choice!r}: the pool has no teacher {name!r}; "
+                             f"its teachers are {sorted(named)}")
+        return named[name]
     if choice in named:
         return named[choice]
     if (Path(choice) / "config.json").exists():
