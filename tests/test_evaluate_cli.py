@@ -54,7 +54,7 @@ def test_file_policy_scores_files_and_reports_missing(tmp_path, cache_root):
     (["tasks=cvdp"], "needs tasks.path"),
     (["policy=file"], "policy=file needs policy.dir"),
     (["tasks.limit=many"], "limit"),
-    (["tasks.split=dev"], "Invalid value 'dev', expected one of [train, test, all]\n    full_key: tasks.split"),
+    (["tasks.split=dev"], "Invalid value 'dev', expected one of [train, validation, test, all]\n    full_key: tasks.split"),
 ])
 def test_bad_input_gives_a_clear_error_without_traceback(tmp_path, cache_root, overrides, message):
     p = evaluate(*overrides, f"hydra.run.dir={tmp_path}", cache_root=cache_root)

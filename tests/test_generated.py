@@ -71,7 +71,7 @@ def test_compact_programs_fit_the_random_budget_and_use_only_the_briefs_values(d
         assert len(text.splitlines()) <= 16 and "#" not in text, t.id
         brief = t.brief.split("\n", 1)[1]
         # every specific value the program drives (beyond 0/1 and random) is a fact the brief states
-        values = {tok.split("=", 1)[1] for tok in text.split() if "=" in tok} - {"?", "0", "1"}
+        values = {v for tok in text.split() if "=" in tok and (v := tok.split("=", 1)[1]) != "?" and int(v, 0) > 1}
         missing = sorted(v for v in values if v not in brief)
         assert not missing, f"{t.id}: {missing} not in the brief:\n{t.brief}\n{text}"
 
@@ -101,16 +101,17 @@ def test_reference_programs_are_graded(family, sim_cfg):
     t = generate_task(family, 0, seed=0, difficulty="medium", with_reference_tb=False)
     calibrate_targets([t], workers=1, cache_dir=sim_cfg.cache_dir)
     got = {}
-    for grade in ("strong", "medium", "weak"):
+    for grade in ("strong", "compact", "medium", "weak"):
         r = score("vectors", t, t.meta["programs"][grade], sim_cfg)
         assert r.status == "ok", f"{t.id} {grade}: {r.reason}\n{r.build_log[-2000:]}"
         got[grade] = r.overall
     rand = score("vectors", t, render_vectors(random_program(alias_map(t), cycles=500, seed=0)), sim_cfg)
     got["random"] = rand.overall
-    assert got["strong"] >= t.target, got
+    # the measured target lies between random stimulus and the references, and the compact program,
+    # in random's cycle budget, reaches it
+    assert got["strong"] >= got["compact"] >= t.target > got["random"], (t.target, got)
     assert got["strong"] > got["medium"] > got["weak"], got
-    assert got["medium"] < t.target, got
-    assert got["random"] < t.target and got["random"] <= got["strong"] - 10, got
+    assert got["random"] <= got["strong"] - 10, got
 
 
 def test_strong_program_scores_the_same_in_every_format(sim_cfg):

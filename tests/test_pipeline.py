@@ -42,13 +42,14 @@ def test_the_plan_chains_stages_experts_and_consolidation(tmp_path):
     # uniform random stimulus on exactly the experts' held-out tasks, samples, format and pass rule
     random = by["baseline/random"]
     assert random.module == "chorus.evaluate" and random.after == [] and random.hydra_dir(tmp_path) == random.run_dir
-    assert {"policy=random", "tasks=generated", "tasks.split=test", "tasks.seed=100", "format=vectors",
-            "pass_coverage=50.0"} <= set(random.overrides), random.overrides
+    assert {"policy=random", "tasks=generated", "tasks.split=test", "tasks.seed=100", "tasks.per_family=40",
+            "format=vectors", "n_samples=4"} <= set(random.overrides), random.overrides
+    assert not any(o.startswith("pass_coverage") for o in random.overrides)  # the tasks' own targets
     # the preset's settings reach only the jobs that read them
     assert "seed=3" in by["sft/stage0"].overrides and "model.size=s" in by["rl/stage0"].overrides
-    assert "sft_stage.max_prompt_tokens=448" in by["sft/stage0"].overrides
+    assert "sft_stage.max_prompt_tokens=512" in by["sft/stage0"].overrides
     assert not any(o.startswith("sft_stage.max_prompt_tokens") for o in by["rl/stage0"].overrides)
-    assert "rl.max_new_tokens=640" in by["sft/stage0"].overrides  # the stage's held-out evaluation reads it
+    assert "rl.max_new_tokens=192" in by["sft/stage0"].overrides  # the stage's held-out evaluation reads it
     assert by["consolidation/opd"].command().startswith("python -m chorus.train runs_dir=")
 
 
