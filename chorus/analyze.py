@@ -46,6 +46,8 @@ def main(cfg: DictConfig) -> None:
     print(f"\n{VALIDITY_NOTE}")
     if result["sft_deltas"]:
         print(f"\nEach expert against its own SFT start (paired bootstrap over tasks):\n\n{result['sft_deltas']}")
+    if result["random_deltas"]:
+        print(f"\nEach run against uniform random stimulus (paired bootstrap over tasks):\n\n{result['random_deltas']}")
     print(f"\n{len(runs.runs)} runs, {int(result['table']['n_tasks'].iloc[0])} common tasks -> {out}")
 
 

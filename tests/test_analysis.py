@@ -323,6 +323,30 @@ def test_each_expert_against_its_own_sft_start():
     assert sft_delta_markdown(chorus_table(tidy_samples(samples), runs.iloc[1:3], k=1, n_boot=10)) == ""
 
 
+def test_every_run_against_uniform_random_stimulus_paired_over_tasks():
+    from chorus.analysis.table import random_delta_markdown
+
+    runs = pd.DataFrame([{"run": "dapo/stage0", "job": "rl", "policy": None},
+                         {"run": "random stimulus", "job": "evaluate", "policy": "random"},
+                         {"run": "opd/three_experts", "job": "consolidation", "policy": None}])
+    cov = {"dapo/stage0": [70, 60, 10, 20], "random stimulus": [75, 70, 50, 60], "opd/three_experts": [90, 80, 60, 70]}
+    samples = {r: {f"t{i}": [("ok", float(c))] for i, c in enumerate(cs)} for r, cs in cov.items()}
+    t = chorus_table(tidy_samples(samples), runs, k=1, n_boot=300).set_index("run")
+    # coverage differences: dapo -5, -10, -40, -40 (mean -23.75); opd +15, +10, +10, +10 (mean +11.25)
+    assert t.loc["dapo/stage0", "vs_random_coverage"] == pytest.approx(-23.75)
+    assert t.loc["opd/three_experts", "vs_random_coverage"] == pytest.approx(11.25)
+    assert t.loc["opd/three_experts", "vs_random_pass_at_1"] == pytest.approx(0.5)  # passes at >= 80: t0, t1 of 4 vs none
+    lo, hi = t.loc["opd/three_experts", "vs_random_coverage_ci"]
+    assert 10 <= lo < 11.25 < hi <= 15  # every task gains, so the paired interval stays above 0
+    assert pd.isna(t.loc["random stimulus", "vs_random_coverage"])
+    rows = cells(random_delta_markdown(t.reset_index()))
+    assert [r[0] for r in rows[1:]] == ["dapo/stage0", "opd/three_experts"]
+    # two random runs loaded, or none: no guess, no section
+    twice = pd.concat([runs, pd.DataFrame([{"run": "r2", "job": "evaluate", "policy": "random"}])])
+    samples["r2"] = samples["random stimulus"]
+    assert random_delta_markdown(chorus_table(tidy_samples(samples), twice, k=1, n_boot=10)) == ""
+
+
 def test_findings_name_runs_without_a_valid_sample_and_harness_errors():
     from chorus.analysis.report import _validity_findings
 

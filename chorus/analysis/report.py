@@ -8,7 +8,8 @@ from ..tracking.runs import RunSet
 from . import plots
 from .complementarity import jaccard_matrix, solved_sets, unique_solves
 from .matrix import align_tasks, task_matrix
-from .table import choose_experts, chorus_table, headroom_markdown, sft_delta_markdown, to_markdown
+from .table import choose_experts, chorus_table, headroom_markdown, random_delta_markdown, sft_delta_markdown, \
+    to_markdown
 from .validity import VALIDITY_NOTE
 
 PLOTS = ("complementarity.png", "chorus_table.png", "coverage_strips.png")
@@ -31,7 +32,8 @@ def analyze_runs(runs: RunSet, out_dir: str | Path, experts: list[str] | None = 
     listed = [r for r in table["run"] if r in set(t["run"])]  # the table's order: stages, experts, merges
     plots.coverage_strips(task_matrix(t, "coverage")[listed], out / PLOTS[2])
     return {"table": table, "markdown": markdown, "headroom": headroom,
-            "sft_deltas": sft_delta_markdown(table, alpha), "aligned": t, "experts": chosen, "solved": sets,
+            "sft_deltas": sft_delta_markdown(table, alpha), "random_deltas": random_delta_markdown(table, alpha),
+            "aligned": t, "experts": chosen, "solved": sets,
             "files": [str(out / p) for p in ("table.md", "table.csv", *PLOTS)]}
 
 
@@ -152,6 +154,10 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
         lines += ["## Each expert against its own SFT start", "",
                   "Expert minus the SFT stage it started from, on the same tasks (what RL added); intervals: paired "
                   "bootstrap over tasks.", "", result["sft_deltas"], ""]
+    if result["random_deltas"]:
+        lines += ["## Each run against uniform random stimulus", "",
+                  "Run minus random stimulus on the same tasks; intervals: paired bootstrap over tasks.", "",
+                  result["random_deltas"], ""]
     findings = _findings(table, routing)
     if findings:
         lines += ["## What the numbers say", "", *[f"- {f}" for f in findings], ""]

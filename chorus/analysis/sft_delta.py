@@ -1,4 +1,5 @@
-"""Each RL expert against the SFT stage it started from: what RL added, task by task.
+"""Paired deltas over tasks: each RL expert against the SFT stage it started from (what RL added),
+and every run against uniform random stimulus (what a model adds over no model at all).
 
 An expert (job=rl, sft_stage=stageN) is paired with the loaded SFT run of the same stage (job=sft,
 sft_stage=stageN); when several SFT runs of that stage are loaded, the one with the expert's seed;
@@ -34,20 +35,45 @@ def _mean_diff(m: np.ndarray) -> float:  # column 0: the expert; column 1: its S
     return float((m[:, 0] - m[:, 1]).mean())
 
 
-def sft_deltas(P: pd.DataFrame, C: pd.DataFrame, starts: dict[str, str], n_boot: int = 1000, alpha: float = 0.05,
-               seed: int = 0) -> dict[str, dict]:
-    """Per expert in `starts` whose SFT run is in the task matrices: `sft_start` (its label),
-    `delta_pass_at_1` (in [0, 1]) and `delta_coverage` (points), expert minus SFT stage, each with a
-    paired bootstrap interval over tasks (`*_ci`)."""
+def random_baseline(runs: pd.DataFrame) -> str | None:
+    """The label of the one loaded uniform-random-stimulus run (chorus.evaluate policy=random), else None
+    (none loaded, or several: then no guess)."""
+    if not {"job", "policy"} <= set(runs.columns):
+        return None
+    found = runs.loc[(runs["job"] == "evaluate") & (runs["policy"] == "random"), "run"]
+    return found.iloc[0] if len(found) == 1 else None
+
+
+def paired_deltas(P: pd.DataFrame, C: pd.DataFrame, pairs: dict[str, str], n_boot: int = 1000, alpha: float = 0.05,
+                  seed: int = 0) -> dict[str, dict]:
+    """Per run in `pairs` (run -> the run it is compared with) whose both runs are in the task
+    matrices: `delta_pass_at_1` (in [0, 1]) and `delta_coverage` (points), run minus the other, each
+    with a paired bootstrap interval over tasks (`*_ci`)."""
     ci = dict(n_boot=n_boot, alpha=alpha, seed=seed)
     out = {}
-    for expert, start in starts.items():
-        if expert not in P or start not in P:
+    for run, other in pairs.items():
+        if run not in P or other not in P:
             continue
-        row = {"sft_start": start}
+        row = {}
         for name, m in (("delta_pass_at_1", P), ("delta_coverage", C)):
-            pair = m[[expert, start]].to_numpy(float)
+            pair = m[[run, other]].to_numpy(float)
             row[name] = _mean_diff(pair) if len(pair) else math.nan
             row[f"{name}_ci"] = bootstrap_ci(pair, _mean_diff, **ci)
-        out[expert] = row
+        out[run] = row
     return out
+
+
+def sft_deltas(P: pd.DataFrame, C: pd.DataFrame, starts: dict[str, str], **ci) -> dict[str, dict]:
+    """Per expert in `starts` whose SFT run is in the task matrices: `sft_start` (its label) and the
+    paired deltas, expert minus SFT stage."""
+    return {e: {"sft_start": starts[e], **d} for e, d in paired_deltas(P, C, starts, **ci).items()}
+
+
+def random_deltas(P: pd.DataFrame, C: pd.DataFrame, runs: pd.DataFrame, **ci) -> dict[str, dict]:
+    """Every run against the loaded random-stimulus run: `vs_random_pass_at_1`, `vs_random_coverage`
+    and their intervals ({} when no single random run is loaded)."""
+    base = random_baseline(runs)
+    if base is None:
+        return {}
+    deltas = paired_deltas(P, C, {r: base for r in P.columns if r != base}, **ci)
+    return {r: {k.replace("delta_", "vs_random_"): v for k, v in d.items()} for r, d in deltas.items()}

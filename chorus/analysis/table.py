@@ -11,7 +11,7 @@ from .bootstrap import bootstrap_ci
 from .complementarity import solved_sets, unique_solves
 from .matrix import align_tasks, pass_at_k_matrix, task_matrix
 from .oracle import gap_recovery, gap_recovery_beyond_null, oracle_headroom, oracle_union
-from .sft_delta import sft_deltas, sft_starts
+from .sft_delta import random_deltas, sft_deltas, sft_starts
 from .validity import validity_stats
 
 ORACLE = "oracle union (experts)"
@@ -58,6 +58,7 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
     ci = dict(n_boot=n_boot, alpha=alpha, seed=seed)
     valid = validity_stats(t, **ci)  # validity, coverage over valid samples, harness errors (validity.py)
     deltas = sft_deltas(P, C, sft_starts(runs), **ci)  # each expert minus its SFT start (sft_delta.py)
+    vs_random = random_deltas(P, C, runs, **ci)  # every run minus uniform random stimulus, if loaded
     mean = lambda m: float(m.mean())  # noqa: E731
     job = dict(zip(runs["run"], runs["job"]))
     rows = []
@@ -66,7 +67,7 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
                 else "sft stage" if job.get(r) == "sft" else "other")
         row = {"run": r, "kind": kind, "n_tasks": len(P), "pass_at_1": P[r].mean(),
                "pass_at_1_ci": bootstrap_ci(P[r], mean, **ci), "mean_coverage": C[r].mean(),
-               "mean_coverage_ci": bootstrap_ci(C[r], mean, **ci), **valid[r], **deltas.get(r, {}),
+               "mean_coverage_ci": bootstrap_ci(C[r], mean, **ci), **valid[r], **deltas.get(r, {}), **vs_random.get(r, {}),
                **({f"pass_at_{k}": K[r].mean() if K is not None else math.nan} if k > 1 else {}),
                "solved": len(sets[r]),
                "unique": len(unique[r]) if r in unique else None}
@@ -178,6 +179,24 @@ def sft_delta_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
                                                                               rows["delta_pass_at_1_ci"])],
         f"Δ mean coverage points [{level} CI]": [_signed(v, c, 1) for v, c in zip(rows["delta_coverage"],
                                                                                    rows["delta_coverage_ci"])],
+    }).to_markdown(index=False)
+
+
+def random_delta_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
+    """Every run against uniform random stimulus on the same tasks, in points with paired intervals;
+    "" when no single random-stimulus run is loaded."""
+    if "vs_random_coverage" not in df:
+        return ""
+    rows = df[df["vs_random_coverage"].notna()]
+    if rows.empty:
+        return ""
+    level = f"{100 * (1 - alpha):.0f}%"
+    return pd.DataFrame({
+        "run": rows["run"],
+        f"Δ Pass@1 points [{level} CI]": [_signed(v, c, 100) for v, c in zip(rows["vs_random_pass_at_1"],
+                                                                              rows["vs_random_pass_at_1_ci"])],
+        f"Δ mean coverage points [{level} CI]": [_signed(v, c, 1) for v, c in zip(rows["vs_random_coverage"],
+                                                                                   rows["vs_random_coverage_ci"])],
     }).to_markdown(index=False)
 
 
