@@ -164,40 +164,32 @@ def _signed(v, ci, scale: float) -> str:
         f"{text} [{scale * ci[0]:+.1f}, {scale * ci[1]:+.1f}]"
 
 
-def sft_delta_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
-    """Each expert against the SFT stage it started from, in points with paired intervals; "" when
-    no loaded expert has its SFT start loaded too."""
-    if "sft_start" not in df:
+def _delta_markdown(df: pd.DataFrame, prefix: str, alpha: float, extra: dict[str, str] | None = None) -> str:
+    """The runs with a `<prefix>coverage` value: Pass@1 and coverage deltas in points with their paired
+    intervals, after the `extra` columns (table column -> label); "" when there are none."""
+    if f"{prefix}coverage" not in df:
         return ""
-    rows = df[df["sft_start"].notna()]
+    rows = df[df[f"{prefix}coverage"].notna()]
     if rows.empty:
         return ""
     level = f"{100 * (1 - alpha):.0f}%"
-    return pd.DataFrame({
-        "run": rows["run"], "SFT start": rows["sft_start"],
-        f"Δ Pass@1 points [{level} CI]": [_signed(v, c, 100) for v, c in zip(rows["delta_pass_at_1"],
-                                                                              rows["delta_pass_at_1_ci"])],
-        f"Δ mean coverage points [{level} CI]": [_signed(v, c, 1) for v, c in zip(rows["delta_coverage"],
-                                                                                   rows["delta_coverage_ci"])],
-    }).to_markdown(index=False)
+    cells = {"run": rows["run"], **{label: rows[col] for col, label in (extra or {}).items()}}
+    for metric, name, scale in (("pass_at_1", "Pass@1", 100), ("coverage", "mean coverage", 1)):
+        cells[f"Δ {name} points [{level} CI]"] = [_signed(v, c, scale) for v, c in
+                                                  zip(rows[f"{prefix}{metric}"], rows[f"{prefix}{metric}_ci"])]
+    return pd.DataFrame(cells).to_markdown(index=False)
+
+
+def sft_delta_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
+    """Each expert against the SFT stage it started from, in points with paired intervals; "" when
+    no loaded expert has its SFT start loaded too."""
+    return _delta_markdown(df, "delta_", alpha, {"sft_start": "SFT start"})
 
 
 def random_delta_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
     """Every run against uniform random stimulus on the same tasks, in points with paired intervals;
     "" when no single random-stimulus run is loaded."""
-    if "vs_random_coverage" not in df:
-        return ""
-    rows = df[df["vs_random_coverage"].notna()]
-    if rows.empty:
-        return ""
-    level = f"{100 * (1 - alpha):.0f}%"
-    return pd.DataFrame({
-        "run": rows["run"],
-        f"Δ Pass@1 points [{level} CI]": [_signed(v, c, 100) for v, c in zip(rows["vs_random_pass_at_1"],
-                                                                              rows["vs_random_pass_at_1_ci"])],
-        f"Δ mean coverage points [{level} CI]": [_signed(v, c, 1) for v, c in zip(rows["vs_random_coverage"],
-                                                                                   rows["vs_random_coverage_ci"])],
-    }).to_markdown(index=False)
+    return _delta_markdown(df, "vs_random_", alpha)
 
 
 def headroom_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
