@@ -30,10 +30,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from chorus.config_schema import CONF_DIR, ConsolidationConf
 from chorus.job_settings import MERGE_OPTIONS
+from chorus.merge.methods import MERGES
 from chorus.merge.run import merge_options
 from chorus.merge.stream import Checkpoint, merge_checkpoints
 
-METHODS = ("soup", "task_arithmetic", "ties", "dare", "della")
+METHODS = tuple(MERGES)
 # The defaults before consolidation.normalize (the papers' sums; task_arithmetic's yaml had lam 0.5).
 BEFORE = ("task_arithmetic:normalize=false,lam=0.5", "dare:normalize=false", "della:normalize=false")
 BASIS = ("D1", "D2", "R0", "R1", "R2")

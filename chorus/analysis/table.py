@@ -67,7 +67,8 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
                 else "sft stage" if job.get(r) == "sft" else "other")
         row = {"run": r, "kind": kind, "n_tasks": len(P), "pass_at_1": P[r].mean(),
                "pass_at_1_ci": bootstrap_ci(P[r], mean, **ci), "mean_coverage": C[r].mean(),
-               "mean_coverage_ci": bootstrap_ci(C[r], mean, **ci), **valid[r], **deltas.get(r, {}), **vs_random.get(r, {}),
+               "mean_coverage_ci": bootstrap_ci(C[r], mean, **ci), **valid[r], **deltas.get(r, {}),
+               **vs_random.get(r, {}),
                **({f"pass_at_{k}": K[r].mean() if K is not None else math.nan} if k > 1 else {}),
                "solved": len(sets[r]),
                "unique": len(unique[r]) if r in unique else None}

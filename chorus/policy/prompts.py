@@ -96,8 +96,10 @@ def fit_messages(task: Task, fmt: str, tokenizer, max_prompt_tokens: int) -> tup
     if n <= max_prompt_tokens:
         return msgs, Prompt(text, n, False)
     longest = max((len(t) for t in task.rtl.values()), default=0)
+    # with a brief every cut spec renders the same (the brief), so one cut is enough to try
+    spec_fracs = (1.0, 0.0) if task.brief else (1.0, 0.5, 0.2, 0.0)
     for frac in (0.5, 0.25, 0.1, 0.0):
-        for spec_frac in (1.0, 0.5, 0.2, 0.0):
+        for spec_frac in spec_fracs:
             rtl_chars, spec_chars = int(longest * frac), int(len(task.spec) * spec_frac)
             msgs = messages(task, fmt, rtl_chars=rtl_chars, spec_chars=spec_chars)
             text = render_messages(tokenizer, msgs)

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import yaml
 
+from ..modes import Split
 from .schema import Task, TaskFormatError
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
-SPLITS = ("train", "validation", "test", "all")
+SPLITS = tuple(s.name for s in Split)  # tasks.split's choices, from their one definition
 
 
 def _load_dir(d: Path) -> Task:

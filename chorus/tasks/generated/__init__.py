@@ -6,9 +6,10 @@ extends the list without changing the first ones. Each design hides coverage tha
 random stimulus rarely reaches: long counts before a wrap, states behind a specific input
 sequence, magic-value comparisons, rare opcode x flag combinations. `difficulty` deepens them.
 
-Each task's `meta["programs"]` holds `vectors` stimulus at three grades: `strong` (reaches the
-holes), `medium` (partial) and `weak` (a few cycles); `reference_tb` is the strong program as
-a whole testbench.
+Each task's `meta["programs"]` holds `vectors` stimulus at four grades: `strong` (reaches the
+holes), `medium` (partial), `weak` (a few cycles) and `compact` (a random burst plus the cases its
+brief names, within random stimulus's cycle budget); `reference_tb` is the strong program as a whole
+testbench. `Task.brief` states the design's key facts in a few lines on the input aliases.
 
 A generated task's target is measured, not chosen: `calibrate_targets` (which the suite loader,
 `load_tasks("generated")`, applies) sets it between uniform random stimulus and the strong program.

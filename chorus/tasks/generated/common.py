@@ -44,7 +44,7 @@ class Design:
     body: str  # RTL between the port list and `endmodule`
     summary: str  # one line for the RTL header comment
     description: str  # markdown paragraphs for the spec
-    programs: dict[str, str]  # strong / medium / weak vectors text
+    programs: dict[str, str]  # strong / medium / weak / compact vectors text
     params: dict = field(default_factory=dict)  # the random choices, kept in meta
     # The compact spec (Task.brief): the design facts stimulus depends on (magic values, sequences,
     # counts, opcodes), one short line each, stated on the input aliases (in0, in1, ...) so that a

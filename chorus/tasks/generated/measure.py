@@ -18,10 +18,11 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from ...modes import Quality
 from ..schema import Task
 from . import DIFFICULTIES, FAMILIES, calibrate_targets, generate_task
 
-GRADES = ("strong", "medium", "weak", "compact")
+GRADES = tuple(q.name for q in Quality)  # every reference grade (policy.quality's choices)
 RANDOM_CYCLES = (500, 2000)
 COLUMNS = GRADES + tuple(f"random{c}" for c in RANDOM_CYCLES)
 
@@ -65,7 +66,8 @@ def summarize(rows: list[dict]) -> list[dict]:
             group = [r for r in rows if r["family"] == fam and r["difficulty"] == diff]
             if not group:
                 continue
-            s = {"family": fam, "difficulty": diff, "n": len(group), "target": statistics.mean(r["target"] for r in group)}
+            s = {"family": fam, "difficulty": diff, "n": len(group),
+                 "target": statistics.mean(r["target"] for r in group)}
             for col in COLUMNS:
                 vals = [r[col] for r in group if r[col] is not None]
                 s[col] = statistics.mean(vals) if vals else None
