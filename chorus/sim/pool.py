@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence
 
 from ..tasks.schema import Task
 from .config import SimConfig
+from .executor import LocalExecutor, default_workers
 from .result import SimResult
 from .simulate import simulate
 
@@ -17,13 +17,20 @@ from .simulate import simulate
 _HINT = " (a script that evaluates in parallel must guard its top level with `if __name__ == '__main__':`)"
 
 
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
-
-def make_pool(workers: int | None = None) -> ProcessPoolExecutor:
+def make_pool(workers: int | None = None) -> LocalExecutor:
     """A worker pool for callers that submit as they go (e.g. while a model is still generating)."""
-    return ProcessPoolExecutor(max_workers=workers or default_workers(), mp_context=mp.get_context("forkserver"))
+    return LocalExecutor(workers)
+
+
+def settled(fut) -> SimResult:
+    """A submitted job's result; a worker that died or raised becomes `harness_error` for that
+    sample alone, so one crashed simulation never aborts a step or an evaluation."""
+    try:
+        return fut.result()
+    except BrokenProcessPool as exc:
+        return SimResult("harness_error", f"worker process died: {exc}{_HINT}")
+    except Exception as exc:  # a bug in chorus, not in the testbench
+        return SimResult("harness_error", f"{type(exc).__name__}: {exc}")
 
 
 def evaluate_many(jobs: Sequence[tuple[Task, str | None]], cfg: SimConfig | None = None,
@@ -50,12 +57,7 @@ def evaluate_many(jobs: Sequence[tuple[Task, str | None]], cfg: SimConfig | None
             futures = {pool.submit(fn, task, tb, cfg): i for i, (task, tb) in enumerate(jobs)}
             for fut in as_completed(futures):
                 i = futures[fut]
-                try:
-                    results[i] = fut.result()
-                except BrokenProcessPool as exc:
-                    results[i] = SimResult("harness_error", f"worker process died: {exc}{_HINT}")
-                except Exception as exc:  # a bug in chorus, not in the testbench
-                    results[i] = SimResult("harness_error", f"{type(exc).__name__}: {exc}")
+                results[i] = settled(fut)
                 if on_result:
                     on_result(i, results[i])
     except BrokenProcessPool as exc:
