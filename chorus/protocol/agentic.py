@@ -16,7 +16,7 @@ from ..policy.engines import Generation, SamplingParams
 from ..policy.parsing import parse_completion
 from ..policy.prompts import messages, render_messages
 from ..sim import SimConfig, SimResult
-from ..sim.pool import make_pool
+from ..sim.pool import make_pool, settled
 from ..tasks.schema import Task
 from .direct import generation_row, parsed_job
 from .feedback import feedback_message
@@ -61,7 +61,7 @@ def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: i
             futures = [pool.submit(job, tasks[s.task_index], g[0], cfg) for s, g in zip(active, gens)]
             for s, g, fut in zip(active, gens, futures):
                 gen: Generation = g[0]
-                result: SimResult = fut.result()
+                result: SimResult = settled(fut)
                 task = tasks[s.task_index]
                 parsed = parse_completion(gen.text, fmt)
                 gen.meta["parse_status"] = parsed.status

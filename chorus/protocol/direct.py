@@ -15,7 +15,7 @@ from ..policy.parsing import parse_completion
 from ..policy.prompts import render_prompt
 from ..scoring import result_row
 from ..sim import SimConfig, SimResult
-from ..sim.pool import make_pool
+from ..sim.pool import make_pool, settled
 from ..stimulus.formats import score
 from ..tasks.schema import Task
 
@@ -67,6 +67,6 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
                 on_progress(len(generated), len(tasks) * n_samples)
         if not overlap:
             pending = [pool.submit(job, tasks[i], g, cfg) for i, j, g in generated]
-        results = [f.result() for f in pending]
+        results = [settled(f) for f in pending]
     bar.close()
     return [generation_row(tasks[i], j, g, r, cfg, 0, prompts[i].note) for (i, j, g), r in zip(generated, results)]
