@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from contextlib import nullcontext
 from typing import Sequence
 
 from ..policy.engines import Generation, SamplingParams
@@ -38,13 +39,13 @@ def _conversation(s: _Sample, markov: bool, base: list[dict]) -> list[dict]:
 
 def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
                 cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
-                rounds: int = 3, markov: bool = False, workers: int | None = None, progress: bool = True,
+                rounds: int = 3, markov: bool = False, workers: int | None = None, progress: bool = True, executor=None,
                 **_) -> list[dict]:
     job = functools.partial(parsed_job, fmt, fmt_options or {})
     bases = [messages(t, fmt) for t in tasks]
     samples = [_Sample(i, k, list(bases[i])) for i in range(len(tasks)) for k in range(n_samples)]
     rows: list[dict] = []
-    with make_pool(workers) as pool:
+    with nullcontext(executor) if executor else make_pool(workers) as pool:
         for rnd in range(rounds + 1):
             active = [s for s in samples if not s.done]
             prompts = []

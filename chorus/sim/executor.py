@@ -51,6 +51,13 @@ class LocalExecutor:
             self._pool.shutdown(wait=True)
             self._pool = None
 
+    def __getstate__(self) -> dict:  # a job context crosses to spawned ranks before any pool starts
+        return {"workers": self.workers, "_pool": None}
+
+    def __del__(self) -> None:  # an executor nobody shut down must not leave idle workers behind
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
     def __enter__(self) -> "LocalExecutor":
         return self
 

@@ -1,14 +1,14 @@
 """Evaluate many (task, testbench) pairs in parallel worker processes."""
 from __future__ import annotations
 
-import multiprocessing as mp
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
+from contextlib import nullcontext
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence
 
 from ..tasks.schema import Task
 from .config import SimConfig
-from .executor import LocalExecutor, default_workers
+from .executor import Executor, LocalExecutor, default_workers
 from .result import SimResult
 from .simulate import simulate
 
@@ -36,32 +36,27 @@ def settled(fut) -> SimResult:
 def evaluate_many(jobs: Sequence[tuple[Task, str | None]], cfg: SimConfig | None = None,
                   workers: int | None = None,
                   on_result: Callable[[int, SimResult], None] | None = None,
-                  fn: Callable[[Task, str | None, SimConfig], SimResult] = simulate) -> list[SimResult]:
-    """Results in job order. `on_result(index, result)` fires as each one finishes.
+                  fn: Callable[[Task, str | None, SimConfig], SimResult] = simulate,
+                  executor: Executor | None = None) -> list[SimResult]:
+    """Results in job order. `on_result(index, result)` fires as each one finishes. Jobs go to
+    `executor` when given (it stays open), else to a local pool of `workers` made for this call.
 
     `fn` scores one job (default: a whole testbench); it must be picklable, e.g. a
     functools.partial of a module-level function."""
     cfg = cfg or SimConfig()
     workers = workers or default_workers()
     results: list[SimResult | None] = [None] * len(jobs)
-    if workers == 1 or len(jobs) <= 1:
+    if executor is None and (workers == 1 or len(jobs) <= 1):
         for i, (task, tb) in enumerate(jobs):
             results[i] = fn(task, tb, cfg)
             if on_result:
                 on_result(i, results[i])
         return results  # type: ignore[return-value]
-    # forkserver: workers must not inherit a parent's torch threads or open model files.
-    ctx = mp.get_context("forkserver")
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {pool.submit(fn, task, tb, cfg): i for i, (task, tb) in enumerate(jobs)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                results[i] = settled(fut)
-                if on_result:
-                    on_result(i, results[i])
-    except BrokenProcessPool as exc:
-        for i, r in enumerate(results):
-            if r is None:
-                results[i] = SimResult("harness_error", f"worker pool broke: {exc}{_HINT}")
+    with nullcontext(executor) if executor else LocalExecutor(workers) as pool:
+        futures = {pool.submit(fn, task, tb, cfg): i for i, (task, tb) in enumerate(jobs)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            results[i] = settled(fut)  # a dead worker: harness_error for the jobs it took down
+            if on_result:
+                on_result(i, results[i])
     return results  # type: ignore[return-value]
