@@ -32,7 +32,7 @@ def test_evaluate_many_uses_the_given_executor_and_a_dead_worker_is_a_status():
 
 def test_the_executor_is_a_validated_simulator_setting():
     assert SimConfig().executor == "local"
-    with pytest.raises(ValueError, match=r"unknown simulator.executor 'slurm'; valid: \['local'\]"):
+    with pytest.raises(ValueError, match=r"unknown simulator.executor 'slurm'; valid: \['local', 'ray'\]"):
         sim_config({"executor": "slurm", "isolation": "none"})
     assert SimConfig(executor="local").fingerprint() == SimConfig().fingerprint()
 

@@ -34,6 +34,7 @@ class SimConfig:
     # about a million: hundreds of RL steps of thousands of testbenches, small beside a checkpoint.
     cache_max_gb: float | None = 10.0
     executor: str = "local"  # where simulations run (chorus.sim.executor.EXECUTORS)
+    executor_address: str | None = None  # ray: the cluster's address; null: start a local cluster
     keep_workdir: bool = False
     naive_build: bool = False  # plain --coverage at Verilator's default -Os, nothing reused (benchmark baseline)
     extra_verilator_flags: tuple[str, ...] = field(default_factory=tuple)
@@ -43,7 +44,7 @@ class SimConfig:
         d = asdict(self)
         for k in ("build_timeout_s", "run_timeout_s", "jobs", "prebuilt_runtime", "pch", "ccache",
                   "cache", "cache_dir", "cache_max_gb", "keep_workdir", "isolation",
-                  "executor"):
+                  "executor", "executor_address"):
             d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=list).encode()).hexdigest()[:16]
 

@@ -10,7 +10,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Protocol
 
-EXECUTORS = ("local",)
+EXECUTORS = ("local", "ray")
 
 
 class Executor(Protocol):
@@ -65,7 +65,11 @@ class LocalExecutor:
         self.shutdown()
 
 
-def make_executor(kind: str = "local", workers: int | None = None) -> Executor:
+def make_executor(kind: str = "local", workers: int | None = None, address: str | None = None) -> Executor:
+    """`workers` sizes a local pool; `address` is a Ray cluster's (None: start a local one)."""
     if kind == "local":
         return LocalExecutor(workers)
+    if kind == "ray":
+        from .ray_executor import RayExecutor  # Ray is an optional extra
+        return RayExecutor(address)
     raise ValueError(f"unknown simulator.executor {kind!r}; valid: {list(EXECUTORS)}")
