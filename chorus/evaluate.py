@@ -20,6 +20,7 @@ from .job_settings import check_settings
 from .policy.static import STATIC_POLICIES
 from .scoring import score_completions
 from .sim.config import sim_config
+from .sim.executor import make_executor
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError, load_tasks
 from .tracking.record import model_name, run_metadata, write_error
@@ -60,11 +61,14 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
     tasks, fmt, fmt_options, name, policy, sim, workers = (inputs[k] for k in (
         "tasks", "fmt", "fmt_options", "policy_name", "policy", "sim", "workers"))
     n = cfg["n_samples"]
-    if name == "model":
-        rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers)
-    else:
-        completions = [STATIC_POLICIES[name](t, samples=n, fmt=fmt, fmt_options=fmt_options, **policy) for t in tasks]
-        rows = score_completions(tasks, completions, sim, fmt, fmt_options, workers, progress=cfg["progress"])
+    with make_executor(sim.executor, workers, sim.executor_address) as executor:
+        if name == "model":
+            rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers, executor)
+        else:
+            completions = [STATIC_POLICIES[name](t, samples=n, fmt=fmt, fmt_options=fmt_options, **policy)
+                           for t in tasks]
+            rows = score_completions(tasks, completions, sim, fmt, fmt_options, workers, progress=cfg["progress"],
+                                     executor=executor)
     model = model_name(cfg["model"]) if name == "model" else None
     summary = {**summarize(rows, cfg["pass_coverage"]), "format": fmt, "policy": name, "tasks": cfg["tasks"]["name"],
                **run_metadata("evaluate", model, policy.get("seed"), pass_coverage=cfg["pass_coverage"])}
@@ -72,7 +76,8 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
     return summary
 
 
-def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict, sim, workers) -> list[dict]:
+def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict, sim, workers,
+                     executor=None) -> list[dict]:
     from .policy.engines import SamplingParams, make_engine
     from .policy.models import load_model, resolve_path
     from .protocol import PROTOCOLS
@@ -97,7 +102,7 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
     params = SamplingParams(max_new_tokens=policy["max_new_tokens"], temperature=policy["temperature"],
                             top_p=policy["top_p"], top_k=policy["top_k"], seed=policy["seed"])
     return PROTOCOLS[proto_name](tasks, engine, tok, fmt, cfg["n_samples"], params, sim, fmt_options,
-                                 max_prompt_tokens=policy["max_prompt_tokens"], workers=workers,
+                                 max_prompt_tokens=policy["max_prompt_tokens"], workers=workers, executor=executor,
                                  progress=cfg["progress"], **proto)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from .sim import SimConfig
+from .sim.executor import Executor, make_executor
 from .tracking.progress import Progress
 
 
@@ -17,6 +18,8 @@ class JobContext:
     fmt: str  # the stimulus format's name (chorus.stimulus.formats)
     sim: SimConfig = field(default_factory=SimConfig)
     workers: int | None = None  # parallel simulations; None = one per core
+    # where the job's simulations run; default: sim.executor with `workers` (chorus.train passes its own)
+    executor: Executor | None = None
     seed: int = 0
     # the dtype of the models not trained (reference, teachers, vLLM engine, evaluation copies); a
     # trained policy always keeps fp32 masters (rl/run.py)
@@ -28,6 +31,8 @@ class JobContext:
 
     def __post_init__(self):
         self.out = Path(self.out)
+        if self.executor is None:
+            self.executor = make_executor(self.sim.executor, self.workers, self.sim.executor_address)
 
 
 # Where launchers put a process's global rank (torchrun, Lightning's ddp launcher, SLURM, LSF): the

@@ -30,7 +30,7 @@ def result_row(task: Task, sample: int, result: SimResult | None, strict_instanc
 
 def score_completions(tasks: Sequence[Task], completions: Sequence[Sequence[str | None]], cfg: SimConfig,
                       fmt: str = "testbench", fmt_options: dict | None = None, workers: int | None = None,
-                      progress: bool = True) -> list[dict]:
+                      progress: bool = True, executor=None) -> list[dict]:
     """`completions[i]` holds the samples for `tasks[i]` in format `fmt`; None samples are missing."""
     jobs, where = [], []
     for ti, samples in enumerate(completions):
@@ -40,7 +40,8 @@ def score_completions(tasks: Sequence[Task], completions: Sequence[Sequence[str 
                 where.append((ti, si))
     bar = tqdm(total=len(jobs), desc="simulate", unit="tb", disable=not progress, leave=False)
     fn = functools.partial(score, fmt, options=fmt_options or {})
-    results = evaluate_many(jobs, cfg, workers, on_result=lambda i, r: bar.update(1), fn=fn)
+    results = evaluate_many(jobs, cfg, workers, on_result=lambda i, r: bar.update(1), fn=fn,
+                            executor=executor)
     bar.close()
     by_pos = dict(zip(where, results))
     return [result_row(tasks[ti], si, by_pos.get((ti, si)), cfg.strict_instance)

@@ -31,6 +31,7 @@ from .config_schema import CONF_DIR, TrainConf, register_configs
 from .job_context import JobContext, process_rank
 from .job_settings import MERGE_OPTIONS, check_settings
 from .sim.config import sim_config
+from .sim.executor import make_executor
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError
 from .tracking.identity import check_reuse, run_dir, write_record
@@ -212,14 +213,16 @@ def main(cfg: DictConfig) -> None:
         prepare, run = JOBS[job]
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
         inputs = prepare(c, conf)
-        ctx = JobContext(out, fmt, sim, workers=workers, seed=conf.seed, dtype=job_dtype(job, conf),
-                         meta=metadata(c, job), progress=Progress(out))
+        executor = make_executor(sim.executor, workers, sim.executor_address)  # one per job, handed to every phase that simulates
+        ctx = JobContext(out, fmt, sim, workers=workers, executor=executor, seed=conf.seed,
+                         dtype=job_dtype(job, conf), meta=metadata(c, job), progress=Progress(out))
         if primary:
             write_record(out, {**record, "overrides": overrides})
             copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
         logger = c["logger"] if primary else {"name": "none"}  # logger=none: a mirror that logs nothing
         with open_mirror(logger, c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job) as mirror:
-            info = run(conf, inputs, ctx, mirror)
+            with executor:
+                info = run(conf, inputs, ctx, mirror)
             mirror.log_result(out)
     except (TaskFormatError, ValueError, OSError) as exc:
         print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)

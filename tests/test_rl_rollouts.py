@@ -5,8 +5,9 @@ from transformers import AutoTokenizer
 from chorus.policy.engines import Generation, SamplingParams
 from chorus.rl.algos import get_algo
 from chorus.rl.rewards import RewardConfig
-from chorus.rl.rollouts import RolloutSpec, collect
+from chorus.rl.rollouts import RolloutSpec, collect, sample_groups
 from chorus.rl.task_sampler import TaskSampler
+from chorus.sim.executor import LocalExecutor
 from chorus.sim.pool import make_pool
 from chorus.tasks import load_tasks
 
@@ -62,3 +63,35 @@ def test_a_group_with_one_reward_everywhere_is_dropped_by_dynamic_sampling(tiny_
     # the two refills drew (and simulated) two more groups: the data position moved past them
     assert sampler.drawn == 3 and batch.stats["samples"] == 6 and batch.stats["refills"] == 2
     assert batch.input_ids.shape[0] == 0
+
+
+def _score_or_die(task, gen, cfg):
+    """A scoring function whose worker process dies on one marked sample (a segfaulting simulator)."""
+    import os
+
+    from chorus.sim.result import SimResult
+    if "DIE" in gen.text:
+        os._exit(1)
+    return SimResult("rejected", "scored by the test")
+
+
+class DyingScorer(LocalExecutor):
+    """The real forkserver pool, running _score_or_die instead of the simulator."""
+
+    def submit(self, fn, *args):
+        return super().submit(_score_or_die, *args)
+
+
+@pytest.mark.slow  # two forkserver pools start: ~11 s on the shared cores
+def test_a_dead_simulation_worker_is_a_harness_error_for_its_sample_not_an_aborted_step(tiny_xs, sim_cfg):
+    tok = AutoTokenizer.from_pretrained(tiny_xs)
+    task = load_tasks("generated", per_family=1, families=["counter"])[0]
+    # one worker runs the jobs in order, so the first two finish before the third kills its process
+    spec = RolloutSpec(get_algo("dapo", dynamic_sampling=False), "vectors", 3, SamplingParams(), sim_cfg)
+    with DyingScorer(1) as pool:
+        groups, _ = sample_groups([task], GroupScript(tok, ["a", "b", "DIE"]), tok, pool, spec, 0)
+        assert [s["result"].status for s in groups[0]] == ["rejected", "rejected", "harness_error"]
+        assert "worker process died" in groups[0][2]["result"].reason and groups[0][2]["reward"] is None
+        # the pool broke with its worker; the next step gets a fresh one instead of failing
+        again, _ = sample_groups([task], GroupScript(tok, ["a"]), tok, pool, spec, 1)
+    assert again[0][0]["result"].status == "rejected"

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from contextlib import nullcontext
 from typing import Sequence
 
 from ..policy.engines import Generation, SamplingParams
 from ..policy.parsing import parse_completion
 from ..policy.prompts import messages, render_messages
 from ..sim import SimConfig, SimResult
-from ..sim.pool import make_pool
+from ..sim.pool import make_pool, settled
 from ..tasks.schema import Task
 from .direct import generation_row, parsed_job
 from .feedback import feedback_message
@@ -38,13 +39,13 @@ def _conversation(s: _Sample, markov: bool, base: list[dict]) -> list[dict]:
 
 def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
                 cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
-                rounds: int = 3, markov: bool = False, workers: int | None = None, progress: bool = True,
+                rounds: int = 3, markov: bool = False, workers: int | None = None, progress: bool = True, executor=None,
                 **_) -> list[dict]:
     job = functools.partial(parsed_job, fmt, fmt_options or {})
     bases = [messages(t, fmt) for t in tasks]
     samples = [_Sample(i, k, list(bases[i])) for i in range(len(tasks)) for k in range(n_samples)]
     rows: list[dict] = []
-    with make_pool(workers) as pool:
+    with nullcontext(executor) if executor else make_pool(workers) as pool:
         for rnd in range(rounds + 1):
             active = [s for s in samples if not s.done]
             prompts = []
@@ -61,7 +62,7 @@ def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: i
             futures = [pool.submit(job, tasks[s.task_index], g[0], cfg) for s, g in zip(active, gens)]
             for s, g, fut in zip(active, gens, futures):
                 gen: Generation = g[0]
-                result: SimResult = fut.result()
+                result: SimResult = settled(fut)
                 task = tasks[s.task_index]
                 parsed = parse_completion(gen.text, fmt)
                 gen.meta["parse_status"] = parsed.status

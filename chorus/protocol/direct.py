@@ -6,6 +6,7 @@ simulation worker pool at once, so simulation overlaps with the next batch's gen
 from __future__ import annotations
 
 import functools
+from contextlib import nullcontext
 from typing import Sequence
 
 from tqdm import tqdm
@@ -15,7 +16,7 @@ from ..policy.parsing import parse_completion
 from ..policy.prompts import render_prompt
 from ..scoring import result_row
 from ..sim import SimConfig, SimResult
-from ..sim.pool import make_pool
+from ..sim.pool import make_pool, settled
 from ..stimulus.formats import score
 from ..tasks.schema import Task
 
@@ -42,7 +43,7 @@ def generation_row(task: Task, sample: int, gen: Generation, result: SimResult, 
 
 def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
                cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
-               batch_tasks: int = 4, workers: int | None = None, overlap: bool = True,
+               batch_tasks: int = 4, workers: int | None = None, overlap: bool = True, executor=None,
                progress: bool = True, on_progress=None, **_) -> list[dict]:
     """n samples per task, simulated as they finish generating; `on_progress(done, total)` hears
     after each generation batch how many of the samples are generated."""
@@ -51,7 +52,7 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
     prompts = [render_prompt(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
     pending, generated = [], []
     bar = tqdm(total=len(tasks) * n_samples, desc="generate", unit="sample", disable=not progress, leave=False)
-    with make_pool(workers) as pool:
+    with nullcontext(executor) if executor else make_pool(workers) as pool:
         for start in range(0, len(tasks), batch_tasks):
             chunk = range(start, min(start + batch_tasks, len(tasks)))
             gens = engine.generate([prompts[i].text for i in chunk], n=n_samples,
@@ -67,6 +68,6 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
                 on_progress(len(generated), len(tasks) * n_samples)
         if not overlap:
             pending = [pool.submit(job, tasks[i], g, cfg) for i, j, g in generated]
-        results = [f.result() for f in pending]
+        results = [settled(f) for f in pending]
     bar.close()
     return [generation_row(tasks[i], j, g, r, cfg, 0, prompts[i].note) for (i, j, g), r in zip(generated, results)]

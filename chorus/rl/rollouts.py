@@ -17,6 +17,7 @@ from ..policy.parsing import parse_completion
 from ..policy.prompts import render_prompt
 from ..protocol.direct import parsed_job
 from ..sim import SimConfig
+from ..sim.pool import settled
 from .advantages import ADVANTAGES
 from .algos import RLAlgo
 from .rewards import RewardConfig, overlong_penalty, reward
@@ -68,7 +69,7 @@ def sample_groups(tasks, engine, tokenizer, pool, spec: RolloutSpec, seed: int) 
         prompt_ids = tokenizer(p.text, add_special_tokens=False)["input_ids"]  # once per task, shared by its group
         samples = []
         for g, f in zip(group, futs):
-            r = f.result()
+            r = settled(f)  # a dead worker is harness_error for this sample, not an aborted step
             value = reward(r.status, r.overall, r.passed(t.target), spec.rewards)
             if value is not None and spec.algo.overlong_buffer:
                 value += overlong_penalty(len(g.token_ids), spec.params.max_new_tokens, spec.algo.overlong_buffer)

@@ -5,6 +5,7 @@ rollouts.jsonl (every trained sample), eval/step_N/ (periodic held-out tables), 
 policy) and per_task.{jsonl,parquet} + summary.json (the final held-out evaluation)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -23,7 +24,6 @@ from ..job_context import JobContext
 from ..policy.engines import SamplingParams, make_engine
 from ..policy.models import check_dtype, export_merged, load_model
 from ..protocol.direct import run_direct
-from ..sim.pool import make_pool
 from ..tracking.run_dir import write_run
 from ..tracking.summary import summarize
 from .algos import RLAlgo
@@ -83,8 +83,8 @@ def evaluate_policy(engine, tokenizer, tasks, rl: RLConf, ctx: JobContext, *, ou
     n_samples = rl.eval_samples
     ctx.progress.start(phase, len(tasks) * n_samples)
     rows = run_direct(tasks, engine, tokenizer, ctx.fmt, n_samples, eval_sampling(rl, ctx.seed), ctx.sim,
-                      workers=ctx.workers, max_prompt_tokens=rl.max_prompt_tokens, progress=False,
-                      on_progress=ctx.progress.callback(phase))
+                      workers=ctx.workers, executor=ctx.executor, max_prompt_tokens=rl.max_prompt_tokens,
+                      progress=False, on_progress=ctx.progress.callback(phase))
     summary = {**summarize(rows, ctx.meta.get("pass_coverage")), "format": ctx.fmt, "policy": "model",
                **(meta or {})}
     write_run(ctx.out if out_dir is None else out_dir, rows, summary)
@@ -171,7 +171,7 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     sampler = TaskSampler(tasks, seed)
     steps_log, rollouts_log = out / "steps.jsonl", out / "rollouts.jsonl"
 
-    with make_pool(ctx.workers) as pool:
+    with contextlib.nullcontext(ctx.executor) as pool:  # the caller's: it outlives this run
         ckpt_dir = out / "ckpt"
         fit = _lightning(rl, trainer, out, ckpt_dir)
 

@@ -55,7 +55,7 @@ def candidates(task: Task, fmt: str, grades: tuple[str, ...] = QUALITIES) -> lis
 def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: float = 80.0,
                    repair: bool = True, workers: int | None = None, grades: tuple[str, ...] = QUALITIES,
                    prompt: Callable[[Task], list[dict]] | None = None,
-                   on_progress: Callable[[int, int], None] | None = None) -> list[Example]:
+                   on_progress: Callable[[int, int], None] | None = None, executor=None) -> list[Example]:
     """Simulate every candidate; keep validated answers and pair weaker ones with better ones.
 
     `prompt(task)` gives the task's chat messages (default: the full prompt; stages pass the
@@ -77,7 +77,7 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
     if on_progress:
         on_progress(0, len(jobs))
     results = evaluate_many(jobs, cfg, workers, on_result=simulated if on_progress else None,
-                            fn=functools.partial(score, fmt, options={}))
+                            fn=functools.partial(score, fmt, options={}), executor=executor)
     by_task: dict[str, list] = defaultdict(list)
     for (t, grade, code), r in zip(where, results):
         by_task[t.id].append((t, grade, code, r))

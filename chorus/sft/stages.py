@@ -96,7 +96,7 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
     examples = build_examples(tasks, ctx.fmt, ctx.sim, stage.min_coverage, repair="repair" in stage.kinds,
                               grades=tuple(str(g) for g in stage.grades),
-                              workers=ctx.workers, on_progress=ctx.progress.callback("sft data"),
+                              workers=ctx.workers, executor=ctx.executor, on_progress=ctx.progress.callback("sft data"),
                               prompt=lambda t: fit_messages(t, ctx.fmt, tok, stage.max_prompt_tokens)[0])
     examples = [e for e in examples if e.kind in stage.kinds]
     if stage.prioritised:

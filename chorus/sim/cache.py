@@ -3,6 +3,12 @@
 Entries carry an HMAC keyed by a secret in the cache root, which no jailed build or run can
 read or write, so an entry that was forged or edited outside chorus is ignored, not trusted.
 A cache root chorus cannot write is reported once and replaced by a private temporary one.
+
+Results are capped at `simulator.cache_max_gb` (1 GB = 1e9 bytes of entry files): a write that
+would pass the cap first evicts the entries used longest ago (a hit touches its entry's mtime;
+atime is unreliable under relatime/noatime). Each process tallies its own writes and rescans the
+directory only when they could cross the cap, so parallel workers can overshoot it by at most
+about their number times 1 % of the cap between rescans.
 """
 from __future__ import annotations
 
@@ -75,10 +81,16 @@ def result_key(design_files: dict[str, str], defines: dict[str, str], top: str, 
     return h.hexdigest()
 
 
+# per process and cache dir: (bytes on disk at the last scan + this process's writes since, budget
+# left before the next scan)
+_TALLY: dict[str, list[int]] = {}
+
+
 class ResultCache:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_gb: float | None = None):
         self.root = Path(root)
         self.dir = self.root / "results"
+        self.max_bytes = None if max_gb is None else int(max_gb * 1e9)
 
     def _path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
@@ -96,16 +108,60 @@ class ResultCache:
         except (OSError, ValueError, KeyError, TypeError):
             return None
         r.cached = True
+        try:
+            os.utime(self._path(key))  # the LRU clock: a hit keeps its entry
+        except OSError:
+            pass
         return r
 
     def put(self, key: str, result: SimResult) -> None:
         p = self._path(key)
         body = json.dumps(result.to_dict())
+        text = json.dumps({"result": body, "mac": self._mac(key, body)})
         try:
+            if self.max_bytes is not None and not self._make_room(len(text.encode())):
+                return  # larger than the whole cap: not cached
             p.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=p.parent, suffix=".tmp")
             with os.fdopen(fd, "w") as f:
-                json.dump({"result": body, "mac": self._mac(key, body)}, f)
+                f.write(text)
             os.replace(tmp, p)  # atomic: concurrent workers never read half a file
         except OSError:
             pass  # a full or read-only disk costs speed, never the result
+
+    def entries(self) -> list[tuple[float, int, Path]]:
+        """(last use, bytes, path) of every entry, oldest use first."""
+        out = []
+        for sub in (os.scandir(self.dir) if self.dir.is_dir() else ()):
+            if sub.is_dir():
+                for e in os.scandir(sub.path):
+                    if e.name.endswith(".json"):
+                        try:
+                            st = e.stat()
+                        except OSError:  # evicted by another worker meanwhile
+                            continue
+                        out.append((st.st_mtime, st.st_size, Path(e.path)))
+        return sorted(out)
+
+    def _make_room(self, size: int) -> bool:
+        """Evict least recently used entries until `size` more bytes fit under the cap."""
+        cap = self.max_bytes
+        if size > cap:
+            return False
+        tally = _TALLY.get(str(self.dir))
+        if tally is None or size > tally[1]:
+            entries = self.entries()
+            total = sum(e[1] for e in entries)
+            for _, n, path in entries:
+                if total + size <= cap:
+                    break
+                try:
+                    path.unlink()
+                except OSError:
+                    pass
+                total -= n
+            # rescan once this process alone could have filled what is left, or written 1 % of the cap
+            tally = _TALLY[str(self.dir)] = [total, min(cap - total, max(1, cap // 100))]
+        tally[0] += size
+        tally[1] -= size
+        return True

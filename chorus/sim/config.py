@@ -30,6 +30,11 @@ class SimConfig:
     ccache: bool = True
     cache: bool = True
     cache_dir: str | None = None  # default: $CHORUS_CACHE_DIR or ~/.cache/chorus
+    # Result entries only (build caches are separate); null: no cap. ~9 KB a result, so 10 GB holds
+    # about a million: hundreds of RL steps of thousands of testbenches, small beside a checkpoint.
+    cache_max_gb: float | None = 10.0
+    executor: str = "local"  # where simulations run (chorus.sim.executor.EXECUTORS)
+    executor_address: str | None = None  # ray: the cluster's address; null: start a local cluster
     keep_workdir: bool = False
     naive_build: bool = False  # plain --coverage at Verilator's default -Os, nothing reused (benchmark baseline)
     extra_verilator_flags: tuple[str, ...] = field(default_factory=tuple)
@@ -38,7 +43,8 @@ class SimConfig:
         """Settings that can change a result (not speed-only knobs)."""
         d = asdict(self)
         for k in ("build_timeout_s", "run_timeout_s", "jobs", "prebuilt_runtime", "pch", "ccache",
-                  "cache", "cache_dir", "keep_workdir", "isolation"):
+                  "cache", "cache_dir", "cache_max_gb", "keep_workdir", "isolation",
+                  "executor", "executor_address"):
             d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=list).encode()).hexdigest()[:16]
 
@@ -51,6 +57,9 @@ class SimConfig:
             raise ValueError(f"unknown simulator option(s) {unknown}; valid: {sorted(known)}")
         if "extra_verilator_flags" in d:
             d["extra_verilator_flags"] = tuple(d["extra_verilator_flags"] or ())
+        from .executor import EXECUTORS
+        if d.get("executor", "local") not in EXECUTORS:
+            raise ValueError(f"unknown simulator.executor {d['executor']!r}; valid: {list(EXECUTORS)}")
         return cls(**d)
 
 

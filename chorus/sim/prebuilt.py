@@ -109,7 +109,7 @@ def run_harness(task: Task, harness_sv: str, files: dict[str, str], cfg: SimConf
     """Run the design's prebuilt harness with `files` readable as `../in/<name>` from its working directory."""
     cfg = cfg or SimConfig()
     t0 = time.monotonic()
-    cache = ResultCache(default_cache_root(cfg.cache_dir)) if cfg.cache else None
+    cache = ResultCache(default_cache_root(cfg.cache_dir), cfg.cache_max_gb) if cfg.cache else None
     key = None
     if cache:
         tc = find_toolchain()

@@ -52,7 +52,7 @@ def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) ->
     trust = "+trusted-rtl" if task.meta.get(TRUSTED) else ""
     key = result_key(task.rtl, task.defines, task.top, task.instance, testbench, task.tb_name,
                      build_fingerprint(cfg) + trust, tc.version)
-    cache = ResultCache(root) if cfg.cache else None
+    cache = ResultCache(root, cfg.cache_max_gb) if cfg.cache else None
     if cache and (hit := cache.get(key)):
         return hit
     result = _simulate_uncached(task, testbench, cfg, tc, root)

@@ -193,7 +193,7 @@ def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
     knobs = (opts.get("reset_cycles", 2), opts.get("seed", 1), _max_time_ns(cfg, opts))
     parts = (bkey, task.instance, text, HARNESS, CHILD, knobs, cfg.fingerprint())
     key = hashlib.sha256(repr(parts).encode()).hexdigest()
-    cache = ResultCache(default_cache_root(cfg.cache_dir)) if cfg.cache else None
+    cache = ResultCache(default_cache_root(cfg.cache_dir), cfg.cache_max_gb) if cfg.cache else None
     if cache and (hit := cache.get(key)):
         return hit
     workdir = new_workdir("cocotb")
