@@ -168,3 +168,27 @@ def test_direct_evaluation_through_transformers_serve(tmp_path, cache_root, tiny
     finally:
         server.kill()
         server.wait()
+
+
+def test_agentic_rounds_through_the_engine_count_server_tokens(stub, tiny_xs, sim_cfg, tmp_path):
+    """protocol=agentic and n_samples over the engine; completion_tokens come from the server's usage
+    (the engine returns no token ids), and the rerun of every round comes from the cache."""
+    from transformers import AutoTokenizer
+
+    from chorus.protocol.agentic import run_agentic
+    from chorus.tasks import load_tasks
+
+    url, log = stub()
+    tasks = load_tasks("generated", split="train", difficulty="easy", per_family=1, families=["fsm"], seed=0)[:1]
+    tok = AutoTokenizer.from_pretrained(tiny_xs)
+    run = lambda e: run_agentic(tasks, e, tok, "vectors", 2, SamplingParams(seed=5), sim_cfg, rounds=1,  # noqa: E731
+                                workers=1, progress=False)
+    rows = run(engine(url, tmp_path / "c.sqlite"))
+    assert len(rows) == 4 and {r["round"] for r in rows} == {0, 1}
+    assert [r["completion_tokens"] for r in rows] == [3] * 4
+    sent = requests(log)
+    # Round 0 asks for the task's two samples as one prompt twice: each gets its own seed.
+    assert sorted(r["seed"] for r in sent if r["prompt"] == sent[0]["prompt"]) == [5, 6]
+    assert len(sent) == 4 and len({r["prompt"] for r in sent}) == 3  # round 1 prompts carry each sample's feedback
+    again = engine(url, tmp_path / "c.sqlite")
+    assert [r["completion_tokens"] for r in run(again)] == [3] * 4 and again.http_calls == 0

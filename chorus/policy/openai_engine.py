@@ -157,7 +157,15 @@ class OpenAIEngine:
         """`n` samples for each prompt; result[i][j] is sample j of prompt i. Requests run
         `concurrency` at a time. Once one fails for good, samples not yet sent are skipped, those in
         flight finish (and are cached), and the failure is raised."""
-        jobs, failed = [(p, j) for p in prompts for j in range(n)], threading.Event()
+        # A prompt's k-th repeat in this call takes sample indices k*n .. k*n+n-1: the agentic protocol
+        # asks for its samples of one task as repeated prompts with n=1, and each must get its own
+        # seed and cache entry (the hf engine's batch rows sample independently too).
+        seen: dict[str, int] = {}
+        jobs = []
+        for p in prompts:
+            k = seen[p] = seen.get(p, -1) + 1
+            jobs += [(p, k * n + j) for j in range(n)]
+        failed = threading.Event()
         with ThreadPoolExecutor(max_workers=self.conf.concurrency) as pool:
             futures = [pool.submit(self._one, p, params, j, failed) for p, j in jobs]
             for f in futures:
