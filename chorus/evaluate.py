@@ -51,6 +51,9 @@ def prepare(cfg: dict) -> dict:
         if cfg["protocol"]["name"] not in PROTOCOLS:
             raise ValueError(f"unknown protocol {cfg['protocol']['name']!r}; choose one of {sorted(PROTOCOLS)}")
         resolve_path(**cfg["model"])  # a missing checkpoint stops here
+        if policy["engine"] == "openai" and not policy["api_base_url"]:
+            raise ValueError("policy.engine=openai needs policy.api_base_url=<server>/v1 "
+                             "(e.g. http://127.0.0.1:8000/v1 for `transformers serve`)")
     sim, workers = sim_config(cfg["simulator"])
     return {"tasks": tasks, "fmt": fmt, "fmt_options": fmt_options, "policy_name": name, "policy": policy,
             "sim": sim, "workers": workers}

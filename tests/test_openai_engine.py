@@ -124,6 +124,14 @@ def test_crashed_run_resumes_from_cache_without_paying_twice(stub, tmp_path, mon
     assert other.http_calls == 1
 
 
+def test_evaluate_refuses_engine_openai_without_a_base_url(tmp_path, cache_root, tiny_xs):
+    env = dict(os.environ, CHORUS_CACHE_DIR=str(cache_root))
+    p = subprocess.run([sys.executable, "-m", "chorus.evaluate", "tasks=bundled", "tasks.limit=1", "policy=model",
+                        "model=hf", f"model.path={tiny_xs}", "policy.engine=openai", "logger=none",
+                        f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2 and "policy.api_base_url" in p.stderr and "Traceback" not in p.stderr
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -146,10 +154,12 @@ def test_direct_evaluation_through_transformers_serve(tmp_path, cache_root, tiny
                 break
             except OSError:
                 time.sleep(0.1)
+        else:
+            pytest.fail("transformers serve did not answer /health within a minute")
         env = dict(os.environ, CHORUS_CACHE_DIR=str(cache_root))
         cmd = [sys.executable, "-m", "chorus.evaluate", "tasks=generated", "tasks.per_family=1",
                "tasks.families=[fsm]", "policy=model", "model=hf", f"model.path={tiny_xs}", "format=vectors",
-               "n_samples=2", "policy.max_new_tokens=16", "progress=false", "policy.engine=openai",
+               "n_samples=2", "policy.max_new_tokens=16", "progress=false", "logger=none", "policy.engine=openai",
                f"policy.api_base_url=http://127.0.0.1:{port}/v1", f"policy.api_cache={tmp_path / 'c.sqlite'}"]
         p = subprocess.run([*cmd, f"hydra.run.dir={tmp_path / 'a'}"], capture_output=True, text=True, env=env,
                            timeout=300)
@@ -170,6 +180,7 @@ def test_direct_evaluation_through_transformers_serve(tmp_path, cache_root, tiny
         server.wait()
 
 
+@pytest.mark.slow
 def test_agentic_rounds_through_the_engine_count_server_tokens(stub, tiny_xs, sim_cfg, tmp_path):
     """protocol=agentic and n_samples over the engine; completion_tokens come from the server's usage
     (the engine returns no token ids), and the rerun of every round comes from the cache."""
