@@ -2,11 +2,12 @@
 (a real `transformers serve` cannot be told to answer 429 or fail on cue).
 
 python tests/openai_stub.py PORTFILE LOGFILE [STATUS,STATUS,...]: answers the scripted statuses in
-order, then 200 forever; appends each request body as one JSON line to LOGFILE; writes its port to
+order (0: hold the request for 3 s, then answer 200), then 200 forever; appends each request body as one JSON line to LOGFILE; writes its port to
 PORTFILE once listening. A 200 echoes the request's seed, with usage and per-token log-probs.
 """
 import json
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Lock
 
@@ -22,6 +23,9 @@ class Handler(BaseHTTPRequestHandler):
             with open(log_file, "a") as f:
                 f.write(json.dumps({**body, "auth": self.headers.get("Authorization")}) + "\n")
             status = script.pop(0) if script else 200
+        if status == 0:  # a stalled server: the client's timeout must fire first
+            time.sleep(3)
+            status = 200
         if status != 200:
             self.send_response(status)
             self.end_headers()

@@ -66,6 +66,22 @@ def test_5xx_backoff_doubles_and_gives_up_with_a_one_line_error(stub):
     assert sleeps == [0.5, 1.0, 2.0] and len(requests(log)) == 4
 
 
+def test_a_stalled_request_times_out_and_is_retried(stub):
+    url, log = stub("0")
+    sleeps = []
+    out = engine(url, sleeps=sleeps, timeout_s=0.5).generate(["p"], n=1, params=SamplingParams(seed=2))
+    assert out[0][0].text == "sample with seed 2" and sleeps == [0.5] and len(requests(log)) == 2
+
+
+def test_rl_refuses_engine_openai():
+    from chorus.config_schema import RLConf, TrainerConf
+    from chorus.rl.algos import get_algo
+    from chorus.rl.run import check_run
+
+    with pytest.raises(ValueError, match="rl.engine=openai cannot train"):
+        check_run(get_algo("dapo"), RLConf(engine="openai"), TrainerConf())
+
+
 def test_400_is_not_retried(stub):
     url, log = stub("400")
     with pytest.raises(EndpointError, match="HTTP 400"):
