@@ -51,6 +51,16 @@ class PolicyConf:
     quality: Quality = Quality.strong  # policy=reference on generated tasks
     cycles: int = 500  # policy=random
     seed: int = 0  # policy=random
+    # policy=model, engine=openai: an OpenAI-compatible server's /v1 root (transformers serve, vLLM, an API)
+    api_base_url: Optional[str] = None
+    api_model: Optional[str] = None  # the served model's name (None: the resolved model.path)
+    api_key_env: Optional[str] = None  # the environment variable holding the key (None: no key sent)
+    api_concurrency: int = 4  # requests in flight
+    api_max_retries: int = 5  # on 429/5xx, timeouts and refused connections
+    api_backoff_s: float = 1.0  # first wait between tries; doubles each retry (a Retry-After header wins)
+    api_timeout_s: float = 120.0  # per request
+    # finished samples, keyed by (endpoint, model, prompt, sampling, sample): a rerun resumes for free
+    api_cache: Optional[str] = "~/.cache/chorus/openai_completions.sqlite"
 
 
 @dataclass

@@ -52,6 +52,9 @@ def prepare(cfg: dict) -> dict:
         if cfg["protocol"]["name"] not in PROTOCOLS:
             raise ValueError(f"unknown protocol {cfg['protocol']['name']!r}; choose one of {sorted(PROTOCOLS)}")
         resolve_path(**cfg["model"])  # a missing checkpoint stops here
+        if policy["engine"] == "openai" and not policy["api_base_url"]:
+            raise ValueError("policy.engine=openai needs policy.api_base_url=<server>/v1 "
+                             "(e.g. http://127.0.0.1:8000/v1 for `transformers serve`)")
     sim, workers = sim_config(cfg["simulator"])
     return {"tasks": tasks, "fmt": fmt, "fmt_options": fmt_options, "policy_name": name, "policy": policy,
             "sim": sim, "workers": workers}
@@ -60,10 +63,10 @@ def prepare(cfg: dict) -> dict:
 def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
     tasks, fmt, fmt_options, name, policy, sim, workers = (inputs[k] for k in (
         "tasks", "fmt", "fmt_options", "policy_name", "policy", "sim", "workers"))
-    n = cfg["n_samples"]
+    n, usage = cfg["n_samples"], {}
     with make_executor(sim.executor, workers, sim.executor_address) as executor:
         if name == "model":
-            rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers, executor)
+            rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers, executor, usage)
         else:
             completions = [STATIC_POLICIES[name](t, samples=n, fmt=fmt, fmt_options=fmt_options, **policy)
                            for t in tasks]
@@ -72,19 +75,22 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
     model = model_name(cfg["model"]) if name == "model" else None
     summary = {**summarize(rows, cfg["pass_coverage"]), "format": fmt, "policy": name, "tasks": cfg["tasks"]["name"],
                **run_metadata("evaluate", model, policy.get("seed"), pass_coverage=cfg["pass_coverage"])}
+    if usage:  # engine=openai: tokens of every sample (cached ones too) and the requests this run sent
+        summary["api_usage"] = usage
     write_run(out_dir, rows, summary)
     return summary
 
 
 def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict, sim, workers,
-                     executor=None) -> list[dict]:
+                     executor=None, usage: dict | None = None) -> list[dict]:
+    """`usage`, when given, receives engine=openai's token and request counts."""
     from .policy.engines import SamplingParams, make_engine
     from .policy.models import load_model, resolve_path
     from .protocol import PROTOCOLS
 
     proto = dict(cfg["protocol"])
     proto_name = proto.pop("name")
-    if policy["engine"] == "vllm":  # vLLM loads the weights itself; chorus only needs the tokenizer
+    if policy["engine"] in ("vllm", "openai"):  # the weights load elsewhere; chorus renders prompts only
         from transformers import AutoTokenizer
 
         path = resolve_path(**cfg["model"])
@@ -97,13 +103,21 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
         raise ValueError(f"policy.max_prompt_tokens + policy.max_new_tokens = "
                          f"{policy['max_prompt_tokens'] + policy['max_new_tokens']} exceeds the model's context of "
                          f"{context} tokens; lower one of them")
-    engine = make_engine(policy["engine"], model, tok, path=path, dtype=cfg["model"]["dtype"],
-                         seed=policy["seed"], threads=policy["threads"], generation=policy["generation"])
+    if policy["engine"] == "openai":
+        from .policy.openai_engine import open_openai_engine
+
+        engine = open_openai_engine(policy, path)
+    else:
+        engine = make_engine(policy["engine"], model, tok, path=path, dtype=cfg["model"]["dtype"],
+                             seed=policy["seed"], threads=policy["threads"], generation=policy["generation"])
     params = SamplingParams(max_new_tokens=policy["max_new_tokens"], temperature=policy["temperature"],
                             top_p=policy["top_p"], top_k=policy["top_k"], seed=policy["seed"])
-    return PROTOCOLS[proto_name](tasks, engine, tok, fmt, cfg["n_samples"], params, sim, fmt_options,
+    rows = PROTOCOLS[proto_name](tasks, engine, tok, fmt, cfg["n_samples"], params, sim, fmt_options,
                                  max_prompt_tokens=policy["max_prompt_tokens"], workers=workers, executor=executor,
                                  progress=cfg["progress"], **proto)
+    if usage is not None and hasattr(engine, "usage"):
+        usage.update({**engine.usage, "http_calls": engine.http_calls})
+    return rows
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="evaluate", version_base="1.3")

@@ -30,6 +30,7 @@ class Engine(Choice):
     """rl.engine, policy.engine: how samples are generated."""
     hf = enum.auto()  # transformers' generate inside the training process
     vllm = enum.auto()  # a vLLM engine (required under trainer=fsdp)
+    openai = enum.auto()  # an OpenAI-compatible server (policy.api_*); chorus.evaluate only
 
 
 class GenerationMode(Choice):

@@ -113,4 +113,6 @@ def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str
 
         memory = {} if gpu_memory is None else {"gpu_memory": gpu_memory}
         return VLLMEngine.open(path, tokenizer, dtype=dtype, seed=seed, generation=Generation, **memory)
-    raise ValueError(f"unknown engine {kind!r}; choose hf or vllm")
+    if kind == "openai":
+        raise ValueError("engine=openai is built from policy.api_* settings by chorus.evaluate (open_openai_engine)")
+    raise ValueError(f"unknown engine {kind!r}; choose hf, vllm or openai")

@@ -35,7 +35,7 @@ def parsed_job(fmt: str, options: dict, task: Task, gen: Generation, cfg: SimCon
 def generation_row(task: Task, sample: int, gen: Generation, result: SimResult, cfg: SimConfig, round_: int = 0,
                    prompt_note: str = "") -> dict:
     row = result_row(task, sample, result, cfg.strict_instance)
-    row.update({"round": round_, "completion_tokens": len(gen.token_ids), "finish_reason": gen.finish_reason,
+    row.update({"round": round_, "completion_tokens": gen.meta.get("completion_tokens", len(gen.token_ids)), "finish_reason": gen.finish_reason,
                 "parse_status": gen.meta.get("parse_status"), "prompt_tokens": gen.prompt_tokens,
                 "prompt_note": prompt_note})
     return row

@@ -133,6 +133,9 @@ class Objective:
 
 def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
     """Refuse combinations that cannot train, before any model loads."""
+    if rl.engine == "openai":  # a server's weights are not the module being trained
+        raise ValueError("rl.engine=openai cannot train: the served model does not receive the trainer's weights; "
+                         "use rl.engine=hf or vllm (engine=openai is for chorus.evaluate)")
     if trainer.strategy == "fsdp" and rl.engine != "vllm":
         raise ValueError("trainer=fsdp cannot generate with HF generate inside the sharded module; set rl.engine=vllm")
     if algo.advantage in ("grpo", "dapo") and rl.group_size < 2:
