@@ -64,7 +64,7 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
     tasks, fmt, fmt_options, name, policy, sim, workers = (inputs[k] for k in (
         "tasks", "fmt", "fmt_options", "policy_name", "policy", "sim", "workers"))
     n, usage = cfg["n_samples"], {}
-    with make_executor(sim.executor, workers, sim.executor_address) as executor:
+    with make_executor(sim, workers) as executor:
         if name == "model":
             rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers, executor, usage)
         else:

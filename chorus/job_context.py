@@ -32,7 +32,7 @@ class JobContext:
     def __post_init__(self):
         self.out = Path(self.out)
         if self.executor is None:
-            self.executor = make_executor(self.sim.executor, self.workers, self.sim.executor_address)
+            self.executor = make_executor(self.sim, self.workers)
 
 
 # Where launchers put a process's global rank (torchrun, Lightning's ddp launcher, SLURM, LSF): the

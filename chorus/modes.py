@@ -101,6 +101,12 @@ class LogMode(Choice):
     disabled = enum.auto()
 
 
+class SimExecutor(Choice):
+    """simulator.executor: where simulations run (chorus/sim/executor.py)."""
+    local = enum.auto()  # a forkserver process pool on this machine
+    ray = enum.auto()  # Ray tasks on a cluster (the `ray` extra)
+
+
 class Isolation(Choice):
     """simulator.isolation: OS isolation of untrusted builds and runs (chorus/sim/isolation.py)."""
     required = enum.auto()  # refuse to run when the kernel lacks a layer

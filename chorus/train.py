@@ -213,7 +213,7 @@ def main(cfg: DictConfig) -> None:
         prepare, run = JOBS[job]
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
         inputs = prepare(c, conf)
-        executor = make_executor(sim.executor, workers, sim.executor_address)  # one per job, handed to every phase that simulates
+        executor = make_executor(sim, workers)  # one per job, handed to every phase that simulates
         ctx = JobContext(out, fmt, sim, workers=workers, executor=executor, seed=conf.seed,
                          dtype=job_dtype(job, conf), meta=metadata(c, job), progress=Progress(out))
         if primary:

@@ -1,13 +1,20 @@
-"""simulator.executor=ray on a real local Ray cluster (CPU): the same results as the local pool,
-and a worker that dies is harness_error for its job. Needs the `ray` extra."""
+"""simulator.executor=ray on real local Ray clusters (CPU): the same results as the local pool, from
+the library and from `chorus.evaluate`; a worker that dies and a node that is lost are harness_error
+for their jobs; a wrong cluster address is a one-line error. Needs the `ray` extra."""
+import dataclasses
 import functools
+import json
 import os
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
 ray = pytest.importorskip("ray")
 
-from chorus.sim import SimResult  # noqa: E402
+from chorus.sim import SimConfig, SimResult  # noqa: E402
 from chorus.sim.executor import LocalExecutor, make_executor  # noqa: E402
 from chorus.sim.pool import evaluate_many, settled  # noqa: E402
 from chorus.stimulus.formats import score  # noqa: E402
@@ -28,7 +35,7 @@ def test_ray_and_local_executors_score_the_same_tasks_identically_and_a_dead_wor
         local = evaluate_many(jobs, sim_cfg, fn=fn, executor=ex)
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
-        with make_executor("ray") as ex:  # joins the running cluster, leaves it running
+        with make_executor(dataclasses.replace(sim_cfg, executor="ray")) as ex:  # joins, leaves it running
             remote = evaluate_many(jobs, sim_cfg, fn=fn, executor=ex)
             dead = settled(ex.submit(echo_or_die, tasks[0], "DIE", sim_cfg))
             after = settled(ex.submit(echo_or_die, tasks[0], "ok", sim_cfg))
@@ -40,3 +47,65 @@ def test_ray_and_local_executors_score_the_same_tasks_identically_and_a_dead_wor
            [(r.status, r.overall, r.report.metrics) for r in local]
     assert dead.status == "harness_error" and "WorkerCrashedError" in dead.reason
     assert after.reason == "ok"  # the cluster keeps serving after a worker died
+
+
+@pytest.mark.slow  # a two-node cluster, one node removed while it simulates
+def test_a_lost_node_is_harness_error_for_its_jobs_and_the_cluster_keeps_serving():
+    from ray.cluster_utils import Cluster
+
+    def where(task, tb, cfg):
+        if tb == "hang":
+            time.sleep(120)  # still running when its node goes
+        return SimResult("rejected", tb)
+
+    # the head offers no CPUs, so every simulation runs on a worker node
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        node = cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        task = load_tasks("generated", per_family=1, families=["counter"])[0]
+        with make_executor(SimConfig(executor="ray", executor_address=cluster.address)) as ex:
+            assert settled(ex.submit(where, task, "warm", SimConfig())).reason == "warm"
+            hung = ex.submit(where, task, "hang", SimConfig())
+            time.sleep(1.0)  # let it start on the node
+            cluster.remove_node(node, allow_graceful=False)
+            lost = settled(hung)
+            cluster.add_node(num_cpus=1)
+            after = settled(ex.submit(where, task, "after", SimConfig()))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert lost.status == "harness_error", lost
+    assert after.status == "rejected" and after.reason == "after"
+
+
+def test_an_address_nothing_answers_at_is_a_one_line_error_within_seconds():
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ex = make_executor(SimConfig(executor="ray", executor_address=f"127.0.0.1:{port}"))  # connects lazily
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=rf"executor_address='127.0.0.1:{port}': no Ray cluster answers there.*"
+                                         r"ray start --head"):
+        ex.submit(print)
+    assert time.monotonic() - t0 < 10
+    assert not ray.is_initialized()
+
+
+@pytest.mark.slow  # two chorus.evaluate runs, one of which starts a local Ray cluster
+def test_chorus_evaluate_with_ray_writes_the_same_table_as_with_the_local_pool(tmp_path, cache_root):
+    def evaluate(executor: str) -> list[dict]:
+        out = tmp_path / executor
+        p = subprocess.run([sys.executable, "-m", "chorus.evaluate", "progress=false", "tasks=generated",
+                            "tasks.per_family=1", "tasks.families=[counter,alu]", "format=vectors",
+                            "policy=random", "n_samples=2", "simulator.cache=false", "simulator.workers=2",
+                            f"simulator.executor={executor}", f"hydra.run.dir={out}"],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, CHORUS_CACHE_DIR=str(cache_root)))
+        assert p.returncode == 0, p.stderr[-2000:]
+        return [json.loads(line) for line in (out / "per_task.jsonl").read_text().splitlines()]
+
+    local, remote = evaluate("local"), evaluate("ray")
+    keep = ("task_id", "sample", "status", "overall", "metrics", "passed")
+    assert len(local) == 4 and all(r["status"] == "ok" for r in local)
+    assert [{k: r[k] for k in keep} for r in remote] == [{k: r[k] for k in keep} for r in local]

@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
-from ..modes import Isolation
+from ..modes import Isolation, SimExecutor
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,13 @@ class SimConfig:
     # Result entries only (build caches are separate); null: no cap. ~9 KB a result, so 10 GB holds
     # about a million: hundreds of RL steps of thousands of testbenches, small beside a checkpoint.
     cache_max_gb: float | None = 10.0
-    executor: str = "local"  # where simulations run (chorus.sim.executor.EXECUTORS)
-    executor_address: str | None = None  # ray: the cluster's address; null: start a local cluster
+    executor: SimExecutor = SimExecutor.local  # where simulations run; a plain string is accepted too
+    # executor=ray: the cluster's address ("auto" or host:port, as for `ray.init`); null: start a local one
+    executor_address: str | None = None
+    # executor=ray: what each simulation reserves when Ray schedules it; memory null: no reservation
+    # (mem_limit_mb caps the address space, which is far above what a simulation keeps resident)
+    executor_cpus: float = 1.0
+    executor_memory_mb: int | None = None
     keep_workdir: bool = False
     naive_build: bool = False  # plain --coverage at Verilator's default -Os, nothing reused (benchmark baseline)
     extra_verilator_flags: tuple[str, ...] = field(default_factory=tuple)
@@ -44,7 +49,7 @@ class SimConfig:
         d = asdict(self)
         for k in ("build_timeout_s", "run_timeout_s", "jobs", "prebuilt_runtime", "pch", "ccache",
                   "cache", "cache_dir", "cache_max_gb", "keep_workdir", "isolation",
-                  "executor", "executor_address"):
+                  "executor", "executor_address", "executor_cpus", "executor_memory_mb"):
             d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=list).encode()).hexdigest()[:16]
 
@@ -57,9 +62,12 @@ class SimConfig:
             raise ValueError(f"unknown simulator option(s) {unknown}; valid: {sorted(known)}")
         if "extra_verilator_flags" in d:
             d["extra_verilator_flags"] = tuple(d["extra_verilator_flags"] or ())
-        from .executor import EXECUTORS
-        if d.get("executor", "local") not in EXECUTORS:
-            raise ValueError(f"unknown simulator.executor {d['executor']!r}; valid: {list(EXECUTORS)}")
+        if "executor" in d:
+            try:
+                d["executor"] = SimExecutor(str(d["executor"]))
+            except ValueError:
+                raise ValueError(f"unknown simulator.executor {d['executor']!r}; valid: "
+                                 f"{[e.value for e in SimExecutor]}") from None
         return cls(**d)
 
 

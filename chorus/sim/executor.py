@@ -8,9 +8,10 @@ import multiprocessing as mp
 import os
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
-EXECUTORS = ("local", "ray")
+if TYPE_CHECKING:
+    from .config import SimConfig
 
 
 class Executor(Protocol):
@@ -65,11 +66,9 @@ class LocalExecutor:
         self.shutdown()
 
 
-def make_executor(kind: str = "local", workers: int | None = None, address: str | None = None) -> Executor:
-    """`workers` sizes a local pool; `address` is a Ray cluster's (None: start a local one)."""
-    if kind == "local":
-        return LocalExecutor(workers)
-    if kind == "ray":
-        from .ray_executor import RayExecutor  # Ray is an optional extra
-        return RayExecutor(address)
-    raise ValueError(f"unknown simulator.executor {kind!r}; valid: {list(EXECUTORS)}")
+def make_executor(sim: "SimConfig", workers: int | None = None) -> Executor:
+    """The executor `sim.executor` names; `workers` sizes a local pool (Ray's size is the cluster's)."""
+    if sim.executor == "ray":
+        from .ray_executor import RayExecutor  # Ray is an optional extra; imported only when asked for
+        return RayExecutor(sim.executor_address, sim.executor_cpus, sim.executor_memory_mb)
+    return LocalExecutor(workers)
