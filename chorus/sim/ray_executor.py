@@ -53,9 +53,10 @@ class RayExecutor:
             _check_reachable(self.address)
             try:
                 ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
-            except ConnectionError as exc:
-                raise ValueError(f"simulator.executor_address={self.address!r}: no Ray cluster answers there "
-                                 f"({str(exc).splitlines()[0][:120]}); start one with `ray start --head` or set "
+            except ConnectionError as exc:  # its cause says why (e.g. the cluster's auth token is missing)
+                why = str(exc.__cause__ or exc).strip().splitlines()[-1][:200]
+                raise ValueError(f"simulator.executor_address={self.address!r}: cannot join the Ray cluster there "
+                                 f"({why}); check the address and the cluster's token (RAY_AUTH_TOKEN), or set "
                                  "simulator.executor_address=null for a local one") from None
             self._owns = True
         hints = {"num_cpus": self.cpus}
