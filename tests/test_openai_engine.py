@@ -137,6 +137,7 @@ def test_crashed_run_resumes_from_cache_without_paying_twice(stub, tmp_path, mon
         "paid_samples": 0, "paid_prompt_tokens": 0, "paid_completion_tokens": 0,
         "cached_samples": 4, "cached_prompt_tokens": 4, "cached_completion_tokens": 12}
     assert [[g.meta["api_cached"] for g in s] for s in full] == [[True, True], [False, False]]
+    assert {tuple(g.logprobs) for s in full for g in s} == {(-0.5, -0.25, -0.125)}  # kept in the cache
     assert b"sk-secret" not in cache.read_bytes()
     # Other sampling settings are other completions.
     other = engine(url, cache, sleeps=[])
@@ -205,10 +206,12 @@ def test_extra_body_is_sent_and_keys_its_own_cache_entries(stub, tmp_path):
         "generation_config"]
 
 
-def test_per_task_table_accounts_paid_and_cached_tokens(stub, tmp_path, cache_root, tiny_xs):
+@pytest.mark.slow
+def test_per_task_table_accounts_paid_tokens_and_log_probs(stub, tmp_path, cache_root, tiny_xs):
     """Every row carries the server's token counts, whether it was paid for in this run, and its log-probs
-    (None where the server sent none); the summary splits paid from cached. Expected numbers come from
-    the requests the stub logged (it counts a prompt's whitespace-separated words as its tokens)."""
+    (None where the server sent none); the summary splits paid from cached (a resumed CLI run's cached
+    counts: tests/test_openai_serve.py). Expected numbers come from the requests the stub logged (it
+    counts a prompt's whitespace-separated words as its tokens)."""
     import pandas as pd
 
     url, log = stub("201")  # the first answer carries no log-probs, like `transformers serve`
@@ -219,13 +222,10 @@ def test_per_task_table_accounts_paid_and_cached_tokens(stub, tmp_path, cache_ro
            "policy.engine=openai", f"policy.api_base_url={url}", "policy.api_concurrency=1",
            f"simulator.cache_dir={root}"]
 
-    def run(out):
-        p = subprocess.run([*cmd, f"hydra.run.dir={out}"], capture_output=True, text=True, env=env, timeout=300)
-        assert p.returncode == 0, p.stderr
-        rows = [json.loads(x) for x in (out / "per_task.jsonl").read_text().splitlines()]
-        return rows, json.loads((out / "summary.json").read_text())["api_usage"], pd.read_parquet(out / "per_task.parquet")
-
-    rows, usage, table = run(tmp_path / "a")
+    p = subprocess.run([*cmd, f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(x) for x in (tmp_path / "per_task.jsonl").read_text().splitlines()]
+    usage = json.loads((tmp_path / "summary.json").read_text())["api_usage"]
     sent = requests(log)
     assert (root / "openai" / "completions.sqlite").exists()  # simulator.cache_dir wins over $CHORUS_CACHE_DIR
     # concurrency 1: requests go out in row order (task by task, sample by sample)
@@ -235,11 +235,4 @@ def test_per_task_table_accounts_paid_and_cached_tokens(stub, tmp_path, cache_ro
     assert [r["logprobs"] for r in rows] == [None] + [[-0.5, -0.25, -0.125]] * 3
     assert usage == {"paid_samples": 4, "paid_prompt_tokens": sum(words), "paid_completion_tokens": 12,
                      "cached_samples": 0, "cached_prompt_tokens": 0, "cached_completion_tokens": 0, "http_calls": 4}
-    assert table["logprobs"].isna().tolist() == [True, False, False, False]
-    again, usage, _ = run(tmp_path / "b")
-    assert len(requests(log)) == 4 and [r["api_cached"] for r in again] == [True] * 4
-    assert [(r["prompt_tokens"], r["completion_tokens"], r["logprobs"]) for r in again] == \
-        [(r["prompt_tokens"], r["completion_tokens"], r["logprobs"]) for r in rows]
-    assert usage == {"paid_samples": 0, "paid_prompt_tokens": 0, "paid_completion_tokens": 0,
-                     "cached_samples": 4, "cached_prompt_tokens": sum(words), "cached_completion_tokens": 12,
-                     "http_calls": 0}
+    assert pd.read_parquet(tmp_path / "per_task.parquet")["logprobs"].isna().tolist() == [True, False, False, False]

@@ -92,10 +92,10 @@ def evaluate(server: Server, cache_root: Path, tiny_xs: Path, *args: str) -> lis
 
 
 def test_killed_server_mid_run_then_resumed_run_pays_only_for_the_rest(server, cache_root, tiny_xs, tmp_path):
-    n = 12
+    n = 6
     env = dict(os.environ, CHORUS_CACHE_DIR=str(cache_root))
     db = cache_root / "openai" / "completions.sqlite"
-    cmd = evaluate(server, cache_root, tiny_xs, f"n_samples={n}", "policy.max_new_tokens=24",
+    cmd = evaluate(server, cache_root, tiny_xs, f"n_samples={n}", "policy.max_new_tokens=16",
                    "policy.api_concurrency=1", "policy.api_max_retries=1", "policy.api_backoff_s=0.2")
     before = cached(db)
     run = subprocess.Popen([*cmd, f"hydra.run.dir={tmp_path / 'a'}"], stdout=subprocess.PIPE,
@@ -116,21 +116,28 @@ def test_killed_server_mid_run_then_resumed_run_pays_only_for_the_rest(server, c
     assert sorted(r["sample"] for r in rows) == list(range(n))  # one task
     assert sum(r["api_cached"] for r in rows) == usage["cached_samples"] == k
     assert usage["paid_samples"] == usage["http_calls"] == requests_received(log) == n - k
-    assert all(0 < r["completion_tokens"] <= 24 and r["prompt_tokens"] > 0 for r in rows)
+    assert all(0 < r["completion_tokens"] <= 16 and r["prompt_tokens"] > 0 for r in rows)
     assert usage["paid_completion_tokens"] + usage["cached_completion_tokens"] == sum(r["completion_tokens"] for r in rows)
     assert cached(db) - before == n
 
 
-def test_agentic_with_two_samples_through_the_server(server, cache_root, tiny_xs, tmp_path):
-    env = dict(os.environ, CHORUS_CACHE_DIR=str(cache_root))
-    cmd = evaluate(server, cache_root, tiny_xs, "protocol=agentic", "protocol.rounds=1", "n_samples=2",
-                   "policy.max_new_tokens=16", f"hydra.run.dir={tmp_path}")
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stderr
-    rows = [json.loads(x) for x in (tmp_path / "per_task.jsonl").read_text().splitlines()]
-    usage = json.loads((tmp_path / "summary.json").read_text())["api_usage"]
+def test_agentic_with_two_samples_through_the_server(server, sim_cfg, tiny_xs, tmp_path):
+    """In-process (the CLI path is the test above): protocol=agentic over the engine, two samples per
+    task, each its own request in each round."""
+    from transformers import AutoTokenizer
+
+    from chorus.policy.engines import SamplingParams
+    from chorus.policy.openai_engine import CompletionCache, EndpointConf, OpenAIEngine
+    from chorus.protocol.agentic import run_agentic
+    from chorus.tasks import load_tasks
+
+    tasks = load_tasks("generated", per_family=1, families=["fsm"])
+    engine = OpenAIEngine(EndpointConf(server.url, str(tiny_xs), extra_body={"generation_config": '{"do_sample": true}'}),
+                          CompletionCache(tmp_path / "c.sqlite"))
+    rows = run_agentic(tasks, engine, AutoTokenizer.from_pretrained(tiny_xs), "vectors", 2,
+                       SamplingParams(max_new_tokens=16), sim_cfg, rounds=1, workers=1, progress=False)
     # a random-init model never reaches full coverage, so both samples run both rounds
-    assert sorted((r["sample"], r["round"]) for r in rows) == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    assert usage["paid_samples"] == usage["http_calls"] == 4 and not any(r["api_cached"] for r in rows)
-    assert usage["paid_completion_tokens"] == sum(r["completion_tokens"] for r in rows)
+    assert len(tasks) == 1 and sorted((r["sample"], r["round"]) for r in rows) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert engine.usage["paid_samples"] == engine.http_calls == 4 and not any(r["api_cached"] for r in rows)
+    assert engine.usage["paid_completion_tokens"] == sum(r["completion_tokens"] for r in rows) > 0
     assert all(r["logprobs"] is None for r in rows)  # transformers serve sends none
