@@ -9,7 +9,8 @@ from the environment variable the config names, at each request, and never store
 
 What servers return differs: `transformers serve` (5.x) answers /v1/completions without log-probs
 (it ignores the `logprobs` field), refuses `top_k` (HTTP 422) and samples only when the model's
-generation_config says so (policy.api_extra_body can ask for it); vLLM and SGLang return log-probs.
+generation_config says so (policy.api_extra_body can ask for it). vLLM and SGLang document log-probs
+on this route (not tested here: neither runs on this CPU-only project's test machines).
 A Generation's `logprobs` is empty when the server sent none; rows then record None, not zeros.
 """
 from __future__ import annotations
@@ -94,7 +95,7 @@ def cache_path(cache_root: Path) -> Path:
 def request_body(model: str, prompt: str, params: SamplingParams, seed: int, extra: dict | None = None) -> dict:
     body = {"model": model, "prompt": prompt, "max_tokens": params.max_new_tokens,
             "temperature": params.temperature, "top_p": params.top_p, "seed": seed, "logprobs": 1}
-    if params.top_k > 0:  # not in OpenAI's API; vLLM and SGLang accept it, others ignore unknown fields
+    if params.top_k > 0:  # not in OpenAI's API: vLLM and SGLang take it, `transformers serve` answers 422
         body["top_k"] = params.top_k
     return {**body, **(extra or {})}
 
@@ -146,7 +147,8 @@ class OpenAIEngine:
                 if exc.code not in RETRY_STATUS:
                     detail = exc.read().decode(errors="replace")[:200].replace("\n", " ")
                     raise EndpointError(f"{url} answered HTTP {exc.code}: {detail}; check policy.api_base_url, "
-                                        f"policy.api_model and the key") from None
+                                        f"policy.api_model, the key, and fields the server may not take "
+                                        f"(policy.top_k, policy.api_extra_body)") from None
                 last, wait = f"HTTP {exc.code}", _retry_after(exc)
             except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
                 # HTTPException: a server killed mid-answer (IncompleteRead, BadStatusLine)
