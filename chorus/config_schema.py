@@ -59,8 +59,14 @@ class PolicyConf:
     api_max_retries: int = 5  # on 429/5xx, timeouts and refused connections
     api_backoff_s: float = 1.0  # first wait between tries; doubles each retry (a Retry-After header wins)
     api_timeout_s: float = 120.0  # per request
-    # finished samples, keyed by (endpoint, model, prompt, sampling, sample): a rerun resumes for free
-    api_cache: Optional[str] = "~/.cache/chorus/openai_completions.sqlite"
+    # fields merged into every request body, for server-specific sampling switches: `transformers serve`
+    # decodes greedily unless the model's generation_config samples, so it needs
+    # +policy.api_extra_body.generation_config='{"do_sample": true}'; vLLM and SGLang take e.g. min_p here
+    api_extra_body: Dict[str, Any] = field(default_factory=dict)
+    # keep finished samples in <cache root>/openai/completions.sqlite (the cache root is simulator.cache_dir,
+    # else $CHORUS_CACHE_DIR, else ~/.cache/chorus), keyed by (endpoint, model, prompt, sampling, sample):
+    # a rerun after a crash pays only for the samples it lacks
+    api_cache: bool = True
 
 
 @dataclass

@@ -75,7 +75,7 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
     model = model_name(cfg["model"]) if name == "model" else None
     summary = {**summarize(rows, cfg["pass_coverage"]), "format": fmt, "policy": name, "tasks": cfg["tasks"]["name"],
                **run_metadata("evaluate", model, policy.get("seed"), pass_coverage=cfg["pass_coverage"])}
-    if usage:  # engine=openai: tokens of every sample (cached ones too) and the requests this run sent
+    if usage:  # engine=openai: samples and tokens paid for in this run vs read from the cache, requests sent
         summary["api_usage"] = usage
     write_run(out_dir, rows, summary)
     return summary
@@ -83,7 +83,7 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
 
 def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict, sim, workers,
                      executor=None, usage: dict | None = None) -> list[dict]:
-    """`usage`, when given, receives engine=openai's token and request counts."""
+    """`usage`, when given, receives engine=openai's paid/cached sample and token counts and its requests."""
     from .policy.engines import SamplingParams, make_engine
     from .policy.models import load_model, resolve_path
     from .protocol import PROTOCOLS
@@ -105,8 +105,9 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
                          f"{context} tokens; lower one of them")
     if policy["engine"] == "openai":
         from .policy.openai_engine import open_openai_engine
+        from .sim.cache import default_cache_root
 
-        engine = open_openai_engine(policy, path)
+        engine = open_openai_engine(policy, path, default_cache_root(cfg["simulator"]["cache_dir"]))
     else:
         engine = make_engine(policy["engine"], model, tok, path=path, dtype=cfg["model"]["dtype"],
                              seed=policy["seed"], threads=policy["threads"], generation=policy["generation"])

@@ -89,7 +89,8 @@ def _opd(c: dict) -> list[str]:
 POLICY_OPTIONS = {"reference": ("quality",), "file": ("dir",), "random": ("cycles", "seed"),
                   "model": ("engine", "generation", "max_new_tokens", "temperature", "top_p", "top_k",
                             "max_prompt_tokens", "threads", "seed", "api_base_url", "api_model", "api_key_env",
-                            "api_concurrency", "api_max_retries", "api_backoff_s", "api_timeout_s", "api_cache")}
+                            "api_concurrency", "api_max_retries", "api_backoff_s", "api_timeout_s", "api_extra_body",
+                            "api_cache")}
 
 
 def _evaluate(c: dict) -> list[str]:

@@ -2,7 +2,8 @@
 (a real `transformers serve` cannot be told to answer 429 or fail on cue).
 
 python tests/openai_stub.py PORTFILE LOGFILE [STATUS,STATUS,...]: answers the scripted statuses in
-order (0: hold the request for 3 s, then answer 200), then 200 forever; appends each request body as one JSON line to LOGFILE; writes its port to
+order (0: hold the request for 3 s, then answer 200; 201: answer 200 without log-probs, as
+`transformers serve` does), then 200 forever; appends each request body as one JSON line to LOGFILE; writes its port to
 PORTFILE once listening. A 200 echoes the request's seed, with usage and per-token log-probs.
 """
 import json
@@ -26,14 +27,19 @@ class Handler(BaseHTTPRequestHandler):
         if status == 0:  # a stalled server: the client's timeout must fire first
             time.sleep(3)
             status = 200
+        plain = status == 201
+        if plain:
+            status = 200
         if status != 200:
             self.send_response(status)
             self.end_headers()
             self.wfile.write(b'{"error": "scripted"}')
             return
         text = f"sample with seed {body['seed']}"
-        out = {"choices": [{"index": 0, "text": text, "finish_reason": "length",
-                            "logprobs": {"token_logprobs": [-0.5, -0.25, -0.125]}}],
+        choice = {"index": 0, "text": text, "finish_reason": "length"}
+        if not plain:
+            choice["logprobs"] = {"token_logprobs": [-0.5, -0.25, -0.125]}
+        out = {"choices": [choice],
                "usage": {"prompt_tokens": len(body["prompt"].split()), "completion_tokens": 3}}
         data = json.dumps(out).encode()
         self.send_response(200)

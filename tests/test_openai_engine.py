@@ -1,6 +1,6 @@
 """engine=openai against real local HTTP servers: a scripted stub (tests/openai_stub.py) for the
-429/5xx retries and the cache resume, and a real `transformers serve` (the `serving` extra) for a
-direct evaluation end to end."""
+429/5xx retries, the cache resume and the token accounting, and a real `transformers serve` (the
+`serving` extra) for direct and agentic evaluations, killed mid-run and resumed."""
 import json
 import os
 import socket
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from chorus.policy.engines import SamplingParams
-from chorus.policy.openai_engine import CompletionCache, EndpointConf, EndpointError, OpenAIEngine
+from chorus.policy.openai_engine import (CompletionCache, EndpointConf, EndpointError, OpenAIEngine,
+                                         open_openai_engine)
 
 STUB = Path(__file__).with_name("openai_stub.py")
 
@@ -132,7 +133,11 @@ def test_crashed_run_resumes_from_cache_without_paying_twice(stub, tmp_path, mon
     again = engine(url, cache, sleeps=[])
     assert [[g.text for g in s] for s in again.generate(["a", "b"], n=2, params=params)] == \
         [[g.text for g in s] for s in full]
-    assert again.http_calls == 0 and again.usage == {"prompt_tokens": 4, "completion_tokens": 12}
+    assert again.http_calls == 0 and again.usage == {
+        "paid_samples": 0, "paid_prompt_tokens": 0, "paid_completion_tokens": 0,
+        "cached_samples": 4, "cached_prompt_tokens": 4, "cached_completion_tokens": 12}
+    assert [[g.meta["api_cached"] for g in s] for s in full] == [[True, True], [False, False]]
+    assert {tuple(g.logprobs) for s in full for g in s} == {(-0.5, -0.25, -0.125)}  # kept in the cache
     assert b"sk-secret" not in cache.read_bytes()
     # Other sampling settings are other completions.
     other = engine(url, cache, sleeps=[])
@@ -152,48 +157,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.mark.slow
-def test_direct_evaluation_through_transformers_serve(tmp_path, cache_root, tiny_xs):
-    pytest.importorskip("fastapi", reason="the serving extra (pip install -e .[serving])")
-    pytest.importorskip("openai", reason="the serving extra (pip install -e .[serving])")
-    port = _free_port()
-    server = subprocess.Popen(["transformers", "serve", "--host", "127.0.0.1", "--port", str(port), str(tiny_xs)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        import urllib.request
-
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("transformers serve did not answer /health within a minute")
-        env = dict(os.environ, CHORUS_CACHE_DIR=str(cache_root))
-        cmd = [sys.executable, "-m", "chorus.evaluate", "tasks=generated", "tasks.per_family=1",
-               "tasks.families=[fsm]", "policy=model", "model=hf", f"model.path={tiny_xs}", "format=vectors",
-               "n_samples=2", "policy.max_new_tokens=16", "progress=false", "logger=none", "policy.engine=openai",
-               f"policy.api_base_url=http://127.0.0.1:{port}/v1", f"policy.api_cache={tmp_path / 'c.sqlite'}"]
-        p = subprocess.run([*cmd, f"hydra.run.dir={tmp_path / 'a'}"], capture_output=True, text=True, env=env,
-                           timeout=300)
-        assert p.returncode == 0, p.stderr
-        rows = [json.loads(x) for x in (tmp_path / "a" / "per_task.jsonl").read_text().splitlines()]
-        assert len(rows) == 2 and all(0 < r["completion_tokens"] <= 16 and r["prompt_tokens"] > 0 for r in rows)
-        usage = json.loads((tmp_path / "a" / "summary.json").read_text())["api_usage"]
-        assert usage["http_calls"] == 2 and usage["completion_tokens"] == sum(r["completion_tokens"] for r in rows)
-        # Rerun with the server gone: every sample comes from the cache.
-        server.kill()
-        server.wait()
-        p = subprocess.run([*cmd, f"hydra.run.dir={tmp_path / 'b'}"], capture_output=True, text=True, env=env,
-                           timeout=300)
-        assert p.returncode == 0, p.stderr
-        assert json.loads((tmp_path / "b" / "summary.json").read_text())["api_usage"]["http_calls"] == 0
-    finally:
-        server.kill()
-        server.wait()
 
 
 @pytest.mark.slow
@@ -219,3 +182,57 @@ def test_agentic_rounds_through_the_engine_count_server_tokens(stub, tiny_xs, si
     assert len(sent) == 4 and len({r["prompt"] for r in sent}) == 3  # round 1 prompts carry each sample's feedback
     again = engine(url, tmp_path / "c.sqlite")
     assert [r["completion_tokens"] for r in run(again)] == [3] * 4 and again.http_calls == 0
+
+
+def test_cache_lives_under_the_cache_root_and_can_be_turned_off(tmp_path):
+    from chorus.config_schema import PolicyConf
+
+    policy = {"api_base_url": "http://127.0.0.1:1/v1", "api_model": "m", "api_key_env": None, "api_concurrency": 1,
+              "api_max_retries": 0, "api_backoff_s": 0.0, "api_timeout_s": 1.0, "api_cache": PolicyConf.api_cache}
+    assert open_openai_engine(policy, None, tmp_path).cache.path == tmp_path / "openai" / "completions.sqlite"
+    assert (tmp_path / "openai" / "completions.sqlite").exists()
+    assert open_openai_engine({**policy, "api_cache": False}, None, tmp_path / "x").cache.path is None
+
+
+def test_extra_body_is_sent_and_keys_its_own_cache_entries(stub, tmp_path):
+    url, log = stub()
+    extra = {"generation_config": '{"do_sample": true}'}
+    params = SamplingParams(seed=1, max_new_tokens=4)
+    engine(url, tmp_path / "c.sqlite").generate(["a"], n=1, params=params)
+    e = engine(url, tmp_path / "c.sqlite", extra_body=extra)
+    e.generate(["a"], n=1, params=params)
+    sent = requests(log)
+    assert e.http_calls == 1 and "generation_config" not in sent[0] and sent[1]["generation_config"] == extra[
+        "generation_config"]
+
+
+@pytest.mark.slow
+def test_per_task_table_accounts_paid_tokens_and_log_probs(stub, tmp_path, cache_root, tiny_xs):
+    """Every row carries the server's token counts, whether it was paid for in this run, and its log-probs
+    (None where the server sent none); the summary splits paid from cached (a resumed CLI run's cached
+    counts: tests/test_openai_serve.py). Expected numbers come from the requests the stub logged (it
+    counts a prompt's whitespace-separated words as its tokens)."""
+    import pandas as pd
+
+    url, log = stub("201")  # the first answer carries no log-probs, like `transformers serve`
+    root = tmp_path / "root"
+    env = dict(os.environ, CHORUS_CACHE_DIR=str(cache_root))
+    cmd = [sys.executable, "-m", "chorus.evaluate", "tasks=bundled", "tasks.limit=2", "policy=model", "model=hf",
+           f"model.path={tiny_xs}", "n_samples=2", "policy.max_new_tokens=8", "progress=false", "logger=none",
+           "policy.engine=openai", f"policy.api_base_url={url}", "policy.api_concurrency=1",
+           f"simulator.cache_dir={root}"]
+
+    p = subprocess.run([*cmd, f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(x) for x in (tmp_path / "per_task.jsonl").read_text().splitlines()]
+    usage = json.loads((tmp_path / "summary.json").read_text())["api_usage"]
+    sent = requests(log)
+    assert (root / "openai" / "completions.sqlite").exists()  # simulator.cache_dir wins over $CHORUS_CACHE_DIR
+    # concurrency 1: requests go out in row order (task by task, sample by sample)
+    words = [len(r["prompt"].split()) for r in sent]
+    assert len(rows) == len(sent) == 4 and [r["prompt_tokens"] for r in rows] == words
+    assert [r["completion_tokens"] for r in rows] == [3] * 4 and [r["api_cached"] for r in rows] == [False] * 4
+    assert [r["logprobs"] for r in rows] == [None] + [[-0.5, -0.25, -0.125]] * 3
+    assert usage == {"paid_samples": 4, "paid_prompt_tokens": sum(words), "paid_completion_tokens": 12,
+                     "cached_samples": 0, "cached_prompt_tokens": 0, "cached_completion_tokens": 0, "http_calls": 4}
+    assert pd.read_parquet(tmp_path / "per_task.parquet")["logprobs"].isna().tolist() == [True, False, False, False]

@@ -6,10 +6,17 @@ completions route (raw text in) keeps prompts identical to the hf and vllm engin
 (prompt, sample): each sample gets its own seed and cache entry, and `usage` counts one sample exactly.
 Standard library only (urllib, sqlite3): the default install needs nothing more. The API key is read
 from the environment variable the config names, at each request, and never stored or cached.
+
+What servers return differs: `transformers serve` (5.x) answers /v1/completions without log-probs
+(it ignores the `logprobs` field), refuses `top_k` (HTTP 422) and samples only when the model's
+generation_config says so (policy.api_extra_body can ask for it). vLLM and SGLang document log-probs
+on this route (not tested here: neither runs on this CPU-only project's test machines).
+A Generation's `logprobs` is empty when the server sent none; rows then record None, not zeros.
 """
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import sqlite3
@@ -25,6 +32,8 @@ from .engines import Generation, SamplingParams
 from .fence_stop import fence_closed
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+USAGE_KEYS = ("paid_samples", "paid_prompt_tokens", "paid_completion_tokens",
+              "cached_samples", "cached_prompt_tokens", "cached_completion_tokens")
 
 
 class EndpointError(OSError):
@@ -40,6 +49,7 @@ class EndpointConf:
     max_retries: int = 5
     backoff_s: float = 1.0  # the first wait; doubles each retry
     timeout_s: float = 120.0
+    extra_body: dict | None = None  # merged into every request (server-specific sampling switches)
 
 
 class CompletionCache:
@@ -56,8 +66,11 @@ class CompletionCache:
             self._db.commit()
 
     @staticmethod
-    def key(base_url: str, model: str, prompt: str, params: SamplingParams, sample: int) -> str:
-        blob = json.dumps([base_url.rstrip("/"), model, prompt, asdict(params), sample], sort_keys=True)
+    def key(base_url: str, model: str, prompt: str, params: SamplingParams, sample: int,
+            extra_body: dict | None = None) -> str:
+        # extra_body joins the key only when set, so caches written without it stay valid
+        parts = [base_url.rstrip("/"), model, prompt, asdict(params), sample] + ([extra_body] if extra_body else [])
+        blob = json.dumps(parts, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def get(self, key: str) -> dict | None:
@@ -74,12 +87,17 @@ class CompletionCache:
                 self._db.commit()
 
 
-def request_body(model: str, prompt: str, params: SamplingParams, seed: int) -> dict:
+def cache_path(cache_root: Path) -> Path:
+    """Where policy.api_cache keeps completions: under chorus's one cache root (sim/cache.py)."""
+    return Path(cache_root) / "openai" / "completions.sqlite"
+
+
+def request_body(model: str, prompt: str, params: SamplingParams, seed: int, extra: dict | None = None) -> dict:
     body = {"model": model, "prompt": prompt, "max_tokens": params.max_new_tokens,
             "temperature": params.temperature, "top_p": params.top_p, "seed": seed, "logprobs": 1}
-    if params.top_k > 0:  # not in OpenAI's API; vLLM and SGLang accept it, others ignore unknown fields
+    if params.top_k > 0:  # not in OpenAI's API: vLLM and SGLang take it, `transformers serve` answers 422
         body["top_k"] = params.top_k
-    return body
+    return {**body, **(extra or {})}
 
 
 def to_generation(response: dict) -> dict:
@@ -107,7 +125,9 @@ class OpenAIEngine:
                              f"export the API key there or set policy.api_key_env=null")
         self.conf, self.cache, self._sleep = conf, cache or CompletionCache(None), sleep
         self.http_calls = 0  # requests sent, retries included (tests and overhead measurements read it)
-        self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        # Per sample returned by this engine: paid (answered by the server in this run) or cached
+        # (read from the completion cache), with the server-reported tokens of each kind.
+        self.usage = {k: 0 for k in USAGE_KEYS}
         self._count = threading.Lock()
 
     def _post(self, body: dict) -> dict:
@@ -127,9 +147,11 @@ class OpenAIEngine:
                 if exc.code not in RETRY_STATUS:
                     detail = exc.read().decode(errors="replace")[:200].replace("\n", " ")
                     raise EndpointError(f"{url} answered HTTP {exc.code}: {detail}; check policy.api_base_url, "
-                                        f"policy.api_model and the key") from None
+                                        f"policy.api_model, the key, and fields the server may not take "
+                                        f"(policy.top_k, policy.api_extra_body)") from None
                 last, wait = f"HTTP {exc.code}", _retry_after(exc)
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                # HTTPException: a server killed mid-answer (IncompleteRead, BadStatusLine)
                 last, wait = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}", None
             if attempt < self.conf.max_retries:
                 self._sleep(wait if wait is not None else self.conf.backoff_s * 2 ** attempt)
@@ -137,21 +159,25 @@ class OpenAIEngine:
                             f"are cached, rerun the same command to resume")
 
     def _one(self, prompt: str, params: SamplingParams, sample: int, failed: threading.Event) -> Generation | None:
-        key = CompletionCache.key(self.conf.base_url, self.conf.model, prompt, params, sample)
+        key = CompletionCache.key(self.conf.base_url, self.conf.model, prompt, params, sample, self.conf.extra_body)
         fields = self.cache.get(key)
-        if fields is None:
+        cached = fields is not None
+        if not cached:
             if failed.is_set():  # another sample failed for good: do not keep hitting a dead endpoint
                 return None
             try:
-                fields = to_generation(self._post(request_body(self.conf.model, prompt, params, params.seed + sample)))
+                fields = to_generation(self._post(request_body(self.conf.model, prompt, params, params.seed + sample,
+                                                               self.conf.extra_body)))
             except Exception:
                 failed.set()
                 raise
             self.cache.put(key, fields)
+        kind = "cached" if cached else "paid"
         with self._count:
-            self.usage["prompt_tokens"] += fields["prompt_tokens"]
-            self.usage["completion_tokens"] += fields["meta"]["completion_tokens"]
-        return Generation(**{**fields, "meta": dict(fields["meta"])})
+            self.usage[f"{kind}_samples"] += 1
+            self.usage[f"{kind}_prompt_tokens"] += fields["prompt_tokens"]
+            self.usage[f"{kind}_completion_tokens"] += fields["meta"]["completion_tokens"]
+        return Generation(**{**fields, "meta": {**fields["meta"], "api_cached": cached}})
 
     def generate(self, prompts: list[str], n: int = 1, params: SamplingParams = SamplingParams()) -> list[list[Generation]]:
         """`n` samples for each prompt; result[i][j] is sample j of prompt i. Requests run
@@ -182,8 +208,9 @@ def _retry_after(exc: urllib.error.HTTPError) -> float | None:
         return None
 
 
-def open_openai_engine(policy: dict, model_path: str | None) -> OpenAIEngine:
-    """The engine from policy.api_* settings; the served model's name defaults to `model_path`."""
+def open_openai_engine(policy: dict, model_path: str | None, cache_root: Path) -> OpenAIEngine:
+    """The engine from policy.api_* settings; the served model's name defaults to `model_path`, the
+    completion cache lives under `cache_root` unless policy.api_cache is false."""
     if not policy.get("api_base_url"):
         raise ValueError("policy.engine=openai needs policy.api_base_url=<server>/v1 "
                          "(e.g. http://127.0.0.1:8000/v1 for `transformers serve`)")
@@ -191,6 +218,6 @@ def open_openai_engine(policy: dict, model_path: str | None) -> OpenAIEngine:
     if not name:
         raise ValueError("policy.engine=openai needs policy.api_model=<the served model's name>")
     conf = EndpointConf(policy["api_base_url"], name, policy.get("api_key_env"), policy["api_concurrency"],
-                        policy["api_max_retries"], policy["api_backoff_s"], policy["api_timeout_s"])
-    cache = policy.get("api_cache")
-    return OpenAIEngine(conf, CompletionCache(Path(cache).expanduser() if cache else None))
+                        policy["api_max_retries"], policy["api_backoff_s"], policy["api_timeout_s"],
+                        dict(policy.get("api_extra_body") or {}) or None)
+    return OpenAIEngine(conf, CompletionCache(cache_path(cache_root) if policy["api_cache"] else None))

@@ -38,6 +38,8 @@ def generation_row(task: Task, sample: int, gen: Generation, result: SimResult, 
     row.update({"round": round_, "completion_tokens": gen.meta.get("completion_tokens", len(gen.token_ids)), "finish_reason": gen.finish_reason,
                 "parse_status": gen.meta.get("parse_status"), "prompt_tokens": gen.prompt_tokens,
                 "prompt_note": prompt_note})
+    if "api_cached" in gen.meta:  # engine=openai: was this sample paid for in this run; the server's log-probs
+        row.update({"api_cached": gen.meta["api_cached"], "logprobs": gen.logprobs or None})
     return row
 
 
