@@ -150,3 +150,41 @@ def test_without_submitit_the_pipeline_says_what_to_install(tmp_path):
     p = subprocess.run([sys.executable, "-c", "import chorus.pipeline, chorus.workflow.runner, chorus.train"],
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr
+
+
+def test_a_step_the_cluster_refuses_fails_with_sbatchs_error(tmp_path, monkeypatch):
+    """pipeline.submitit.* become the job's #SBATCH lines; sbatch's refusal is the step's one-line error
+    (a stand-in sbatch keeps the script and refuses it, as a cluster without that partition does)."""
+    pytest.importorskip("submitit")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")  # submitit looks for it to tell it is on SLURM
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\nfor a; do last=$a; done\ncp "$last" {tmp_path}/job.sh\n'
+                                    'echo "sbatch: error: invalid partition specified: gpux" >&2\nexit 1\n')
+    for f in ("srun", "sbatch"):
+        (bin_dir / f).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    settings = SubmititConf(cluster="slurm", folder=str(tmp_path / "submitit"), slurm_partition="gpux",
+                            gpus_per_node=1, slurm_additional_parameters={"account": "proj"})
+    runs, work = tmp_path / "runs", tmp_path / "work"
+    with pytest.raises(StepFailed) as err:
+        run_steps([stub("sft/stage0", runs), stub("rl/stage0", runs, after=["sft/stage0"])], work, env=ENV,
+                  poll_s=0.1, launcher=make_launcher("submitit", dataclasses.asdict(settings)))
+    assert str(err.value).startswith("step sft/stage0 failed (no exit status): submitit could not submit it: "
+                                     "sbatch: error: invalid partition specified: gpux (pipeline.submitit.*)")
+    script = (tmp_path / "job.sh").read_text()
+    for line in ("--partition=gpux", "--gpus-per-node=1", "--account=proj", "--time=1440", "--job-name=sft/stage0"):
+        assert f"#SBATCH {line}\n" in script, script
+
+
+@pytest.mark.slow
+def test_a_job_that_cannot_start_its_step_names_why(tmp_path):
+    """run_logged raising inside the job (here: the step's log folder is not there, as on a node
+    without the filesystem the runner writes to) is a failure with the job's own last line."""
+    handle = launcher("submitit", tmp_path).start("x", [sys.executable, "-c", "pass"], tmp_path / "no/x.log", ENV)
+    deadline = time.time() + 60
+    while handle.ended() is None and time.time() < deadline:
+        time.sleep(0.2)
+    end = handle.ended()
+    assert end.code is None and "failed: FileNotFoundError: " in end.why and "no/x.log" in end.why
+    assert end.why.endswith(f"its logs: {tmp_path / 'submitit'}")

@@ -13,6 +13,7 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 MISSING_SUBMITIT = "pipeline.launcher=submitit needs submitit: pip install 'chorus[slurm]'"
 
@@ -21,6 +22,20 @@ MISSING_SUBMITIT = "pipeline.launcher=submitit needs submitit: pip install 'chor
 class Ended:
     code: int | None  # the step's exit status; None when the launcher lost the step (killed, timed out)
     why: str = ""  # with code None: the launcher's one-line account, naming where its own logs are
+
+
+class StepHandle(Protocol):
+    def ended(self) -> Ended | None:  # None while the step runs (or waits in a queue)
+        ...
+
+    def cancel(self) -> None:
+        ...
+
+
+class Launcher(Protocol):
+    def start(self, name: str, argv: list[str], log: Path, env: dict) -> StepHandle:
+        """Start `argv` with its output into `log` and `env` on top of the environment it runs in."""
+        ...
 
 
 def _start(argv: list[str], log: Path, env: dict, cwd: str | None = None) -> subprocess.Popen:
@@ -69,16 +84,33 @@ class SubmititStep:
         from submitit.core.utils import FailedJobError, UncompletedJobError
 
         if self.end is None and self.job.done():
+            job, logs = self.job, f"its logs: {self.job.paths.folder}"
             try:
-                self.end = Ended(int(self.job.result()))
-            except (FailedJobError, UncompletedJobError):  # the job ended without run_logged's return value
-                # (submitit waits for it for a while first, in case the shared filesystem lags)
-                self.end = Ended(None, f"submitit job {self.job.job_id} ended ({self.job.state}) before the step "
-                                       f"did: killed, timed out or cancelled? its logs: {self.job.paths.folder}")
+                self.end = Ended(int(job.result()))
+            except FailedJobError as exc:  # run_logged raised (the step's log could not be opened there?)
+                parts = str(exc).split("-" * 22)  # submitit's message holds the job's traceback between rules
+                trace = parts[1] if len(parts) > 2 else str(exc)
+                said = [ln.strip() for ln in trace.splitlines() if ln.strip()] or ["?"]
+                self.end = Ended(None, f"submitit job {job.job_id} failed: {said[-1]}; {logs}")
+            except UncompletedJobError:  # no result at all (submitit first waits a while for a lagging filesystem)
+                self.end = Ended(None, f"submitit job {job.job_id} ended ({job.state}) before the step did: "
+                                       f"killed, timed out or cancelled? {logs}")
         return self.end
 
     def cancel(self) -> None:
         self.job.cancel(check=False)
+
+
+@dataclass
+class Refused:
+    """A step the cluster would not take (sbatch's error): failed before it started."""
+    end: Ended
+
+    def ended(self) -> Ended:
+        return self.end
+
+    def cancel(self) -> None:
+        pass
 
 
 class SubmititLauncher:
@@ -96,16 +128,22 @@ class SubmititLauncher:
         self.executor.update_parameters(**{k: v for k, v in parameters.items() if v is not None})
         self.folder = folder
 
-    def start(self, name: str, argv: list[str], log: Path, env: dict) -> SubmititStep:
+    def start(self, name: str, argv: list[str], log: Path, env: dict) -> SubmititStep | Refused:
+        from submitit.core.utils import FailedJobError
+
         self.executor.update_parameters(name=name)  # the job's name in squeue
-        return SubmititStep(self.executor.submit(run_logged, argv, str(log), env, os.getcwd()))
+        try:
+            return SubmititStep(self.executor.submit(run_logged, argv, str(log), env, os.getcwd()))
+        except (FailedJobError, OSError) as exc:  # sbatch refused the job (its stderr), or is not there
+            said = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+            return Refused(Ended(None, f"submitit could not submit it: {said} (pipeline.submitit.*)"))
 
 
-def make_launcher(kind: str, submitit: dict | None = None) -> LocalLauncher | SubmititLauncher:
+def make_launcher(kind: str, submitit: dict) -> Launcher:
     """`local`, or `submitit` with pipeline.submitit's settings (cluster, folder and executor parameters)."""
     if kind == "local":
         return LocalLauncher()
     if kind == "submitit":
-        settings = dict(submitit or {})
+        settings = dict(submitit)
         return SubmititLauncher(settings.pop("folder"), settings.pop("cluster"), settings)
     raise ValueError(f"unknown pipeline.launcher {kind!r}; use local or submitit")

@@ -20,7 +20,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..tracking.progress import describe, latest
 from ..tracking.record import ERROR_FILE
-from .launchers import Ended, LocalLauncher
+from .launchers import Ended, Launcher, LocalLauncher, StepHandle
 from .steps import Step, check_dag
 
 
@@ -70,7 +70,7 @@ def _status(end: Ended) -> str:
 
 
 def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None = None,
-              poll_s: float = 0.5, report_every_s: float = 60.0, launcher=None) -> list[dict]:
+              poll_s: float = 0.5, report_every_s: float = 60.0, launcher: Launcher | None = None) -> list[dict]:
     """Run (or skip) every step; returns one record per step: name, status, seconds, run_dir, log.
     `env`: variables added to the environment the steps run in; `launcher`: local subprocesses
     unless given (launchers.make_launcher)."""
@@ -89,7 +89,7 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
             old = before.get(s.name, {})
             kept = old.get("seconds", 0.0) if old.get("run_dir") == str(s.run_dir) else 0.0
             records[s.name].update(status="skipped (done)", seconds=kept)  # the time it took when it ran
-    running: dict[str, tuple[object, float]] = {}  # name -> (the launcher's handle, start time)
+    running: dict[str, tuple[StepHandle, float]] = {}  # name -> (the launcher's handle, start time)
     failed: list[str] = []
     why: dict[str, str] = {}  # a launcher's account of a step it lost
     env = {**(env or {}), "PYTHONUNBUFFERED": "1"}  # on top of the environment where the step runs
