@@ -14,8 +14,8 @@ from chorus.config_schema import CONF_DIR, register_configs
 from chorus.train import auto_job, job_run_dir
 
 # the cheapest chorus.train job that writes summary.json: a registered checkpoint, scored on one task
-JOB = ["job=sft", "model.size=xs", "rl.eval_tasks.families=[counter]", "rl.eval_samples=1", "rl.max_new_tokens=8", "logger=none",
-       "simulator.workers=1"]
+JOB = ["job=sft", "model.size=xs", "rl.eval_tasks.families=[counter]", "rl.eval_samples=1", "rl.max_new_tokens=8",
+       "logger=none", "simulator.workers=1"]
 
 
 @pytest.mark.slow
@@ -33,7 +33,7 @@ def test_a_multirun_through_submitit_leaves_the_run_dir_a_plain_run_leaves(tiny_
                                    resolve=True, enum_to_str=True)
         planned, record = job_run_dir(c, auto_job(c))
     # the job that ran: its run dir is the one chorus.train names without a launcher, with its results
-    assert [d for d in runs.rglob("summary.json")] == [planned / "summary.json"], p.stderr[-3000:]
+    assert list(runs.rglob("summary.json")) == [planned / "summary.json"], p.stderr[-3000:]
     summary = json.loads((planned / "summary.json").read_text())
     assert summary["job"] == "sft" and summary["model"] == "tiny-xs"
     assert len(pd.read_parquet(planned / "per_task.parquet")) == summary["n_samples"] > 0
