@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
-from .modes import Difficulty, Divergence, Engine, GenerationMode, LogMode, MissingRewards, OPDMode, Quality, \
-    SFTKind, Split, TeacherSource
+from .modes import Difficulty, Divergence, Engine, GenerationMode, Launcher, LogMode, MissingRewards, OPDMode, \
+    Quality, SFTKind, Split, TeacherSource
 from .sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -116,6 +116,7 @@ def _simulator_schema():
 
 
 SimulatorConf = _simulator_schema()
+SimulatorConf.__module__ = __name__  # pickled by reference (submitit ships configs to jobs), not rebuilt
 
 
 @dataclass
@@ -301,6 +302,21 @@ class AnalyzeConf:
 
 
 @dataclass
+class SubmititConf:
+    """pipeline.submitit: each step as a submitit job (pipeline.launcher=submitit). The names after
+    `folder` are submitit's own executor parameters, passed as they are; None leaves a parameter to
+    the cluster's default."""
+    cluster: Optional[str] = None  # None: SLURM where sbatch is found, else local processes; local or slurm forces one
+    folder: str = "${runs_dir}/pipeline/submitit"  # submitit's files per job: its pickles, stdout and stderr
+    timeout_min: int = 1440  # a step running longer is killed (submitit's local executor would stop it at 2 min)
+    slurm_partition: Optional[str] = None
+    cpus_per_task: Optional[int] = None
+    gpus_per_node: Optional[int] = None
+    mem_gb: Optional[int] = None
+    slurm_additional_parameters: Dict[str, Any] = field(default_factory=dict)  # more sbatch options: {account: x}
+
+
+@dataclass
 class PipelinePresetConf:
     name: str = "tiny"
     train: List[str] = field(default_factory=list)  # settings for the pipeline's chorus.train jobs that read them
@@ -311,6 +327,8 @@ class PipelinePresetConf:
     opd: List[str] = field(default_factory=list)  # extra overrides for the OPD job
     k: int = 2  # pass@k column of the report
     bootstrap: int = 1000
+    launcher: Launcher = Launcher.local  # how steps start: local subprocesses, or submitit jobs (SLURM)
+    submitit: SubmititConf = field(default_factory=SubmititConf)
 
 
 @dataclass

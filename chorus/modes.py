@@ -112,3 +112,9 @@ class Isolation(Choice):
     required = enum.auto()  # refuse to run when the kernel lacks a layer
     best_effort = enum.auto()  # use what the kernel grants and warn once
     off = enum.auto()
+
+
+class Launcher(Choice):
+    """pipeline.launcher: how chorus.pipeline starts its steps (workflow/launchers.py)."""
+    local = enum.auto()  # subprocesses of the pipeline's own process
+    submitit = enum.auto()  # submitit jobs: SLURM where sbatch is found, else local processes (pipeline.submitit)

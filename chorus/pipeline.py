@@ -1,4 +1,4 @@
-"""python -m chorus.pipeline [pipeline=tiny|smoke] [seed=N] [runs_dir=DIR] [jobs=2]
+"""python -m chorus.pipeline [pipeline=tiny|smoke] [seed=N] [runs_dir=DIR] [jobs=2] [pipeline.launcher=submitit]
     [checkpoints.stage0=PATH checkpoints.stage1=PATH checkpoints.stage2=PATH] [extra='["trainer=gpu",...]']
 
 CHORUS end to end by chaining the existing jobs: SFT stages 0-2 (`chorus.train job=sft`), a DAPO
@@ -7,6 +7,8 @@ over the three experts (`consolidation=...`), then the analysis (oracle union, g
 into <runs_dir>/REPORT.md with its plots. Each step is its own run dir, named by its configuration
 (see chorus.train); a step whose dir holds results made with exactly its planned settings is
 skipped, so re-running the command resumes, and a changed setting re-runs the steps it reaches.
+pipeline.launcher=submitit submits each step as a submitit job (SLURM: pipeline.submitit.*) instead
+of running it here; `jobs` steps at most are submitted at once.
 """
 from __future__ import annotations
 
@@ -137,14 +139,17 @@ def prepare(steps: list) -> None:
 def main(cfg: DictConfig) -> None:
     from .analysis.report import write_report
     from .train import container
+    from .workflow.launchers import make_launcher
     from .workflow.runner import StepFailed, run_steps
 
     c = container(cfg)
     runs_dir, start = Path(c["runs_dir"]), time.time()
     try:
+        launcher = make_launcher(c["pipeline"]["launcher"], c["pipeline"]["submitit"])  # before the plan's minute
         steps = plan(c)
         prepare(steps)
-        records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])})
+        records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])},
+                            launcher=launcher)
         # the report covers exactly this plan's runs, whatever else runs_dir holds
         report = write_report([s.run_dir for s in steps], runs_dir, records,
                               title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",

@@ -1,4 +1,5 @@
-"""Run a DAG of steps as subprocesses, at most `jobs` at a time, with a live progress view.
+"""Run a DAG of steps, at most `jobs` at a time, with a live progress view; a launcher
+(workflow/launchers.py) starts each: a local subprocess, or a submitit job.
 
 Each step logs to <logs>/<name>.log; progress comes from the step's progress.jsonl and a handled
 error from the error.txt its job leaves in its Hydra dir (the log is only read for crashes). A step
@@ -10,10 +11,7 @@ every change of status."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..tracking.progress import describe, latest
 from ..tracking.record import ERROR_FILE
+from .launchers import Ended, Launcher, LocalLauncher, StepHandle
 from .steps import Step, check_dag
 
 
@@ -64,9 +63,18 @@ def _check_stale(steps: list[Step]) -> None:
                              "or use another runs_dir")
 
 
+def _status(end: Ended) -> str:
+    if end.code is None:
+        return "failed (no exit status)"
+    return "done" if end.code == 0 else f"failed (exit {end.code})"
+
+
 def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None = None,
-              poll_s: float = 0.5, report_every_s: float = 60.0) -> list[dict]:
-    """Run (or skip) every step; returns one record per step: name, status, seconds, run_dir, log."""
+              poll_s: float = 0.5, report_every_s: float = 60.0, launcher: Launcher | None = None) -> list[dict]:
+    """Run (or skip) every step; returns one record per step: name, status, seconds, run_dir, log.
+    `env`: variables added to the environment the steps run in; `launcher`: local subprocesses
+    unless given (launchers.make_launcher)."""
+    launcher = launcher or LocalLauncher()
     check_dag(steps)
     _check_stale(steps)
     logs, hydra, record_path = work_dir / "logs", work_dir / "hydra", work_dir / "steps.json"
@@ -81,9 +89,10 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
             old = before.get(s.name, {})
             kept = old.get("seconds", 0.0) if old.get("run_dir") == str(s.run_dir) else 0.0
             records[s.name].update(status="skipped (done)", seconds=kept)  # the time it took when it ran
-    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    running: dict[str, tuple[StepHandle, float]] = {}  # name -> (the launcher's handle, start time)
     failed: list[str] = []
-    env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    why: dict[str, str] = {}  # a launcher's account of a step it lost
+    env = {**(env or {}), "PYTHONUNBUFFERED": "1"}  # on top of the environment where the step runs
     console = Console()
     live = console.is_terminal  # a log file or CI gets plain lines: status changes, progress once a minute
     reported: dict[str, float] = {}
@@ -114,16 +123,18 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
         save()
         try:
             while True:
-                for name, (proc, start) in list(running.items()):
+                for name, (handle, start) in list(running.items()):
                     rec = records[name]
-                    if proc.poll() is None:
+                    end = handle.ended()
+                    if end is None:
                         show_progress(name, bars[name])
                         continue
                     del running[name]
                     rec["seconds"] = round(time.time() - start, 1)
-                    rec["status"] = "done" if proc.returncode == 0 else f"failed (exit {proc.returncode})"
-                    if proc.returncode != 0:
+                    rec["status"] = _status(end)
+                    if end.code != 0:
                         failed.append(name)
+                        why[name] = end.why
                     progress.update(bars[name], description=f"{name}: {rec['status']}", completed=1)
                     note(name)
                 ready = [s for s in steps if records[s.name]["status"] == "pending" and not failed
@@ -132,26 +143,24 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                     rec = records[s.name]
                     rec["status"] = "running"
                     (s.hydra_dir(hydra) / ERROR_FILE).unlink(missing_ok=True)
-                    with open(rec["log"], "w") as log:
-                        proc = subprocess.Popen(s.argv(s.hydra_dir(hydra)), stdout=log, stderr=subprocess.STDOUT,
-                                                env=env, start_new_session=True)
-                    running[s.name] = (proc, time.time())
+                    running[s.name] = (launcher.start(s.name, s.argv(s.hydra_dir(hydra)), Path(rec["log"]), env),
+                                       time.time())
                     progress.update(bars[s.name], description=f"{s.name}: started")
                     note(s.name)
                 if not running and (failed or not ready):
                     break
                 time.sleep(poll_s)
         except KeyboardInterrupt:
-            for proc, _ in running.values():
-                os.killpg(proc.pid, signal.SIGTERM)
+            for handle, _ in running.values():
+                handle.cancel()
             raise
         for s in steps:
             if records[s.name]["status"] != "pending":
                 progress.update(bars[s.name], completed=1)
     if failed:
         rec = records[failed[0]]
-        why = _error_line(Path(rec["log"]), by_name[failed[0]].hydra_dir(hydra))
-        raise StepFailed(f"step {failed[0]} {rec['status']}: {why} (log: {rec['log']}); "
+        line = why[failed[0]] or _error_line(Path(rec["log"]), by_name[failed[0]].hydra_dir(hydra))
+        raise StepFailed(f"step {failed[0]} {rec['status']}: {line} (log: {rec['log']}); "
                          "fix it and re-run the same command: finished steps are kept")
     blocked = [n for n, r in records.items() if r["status"] == "pending"]
     if blocked:
