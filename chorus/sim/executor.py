@@ -66,9 +66,10 @@ class LocalExecutor:
         self.shutdown()
 
 
-def make_executor(sim: "SimConfig", workers: int | None = None) -> Executor:
-    """The executor `sim.executor` names; `workers` sizes a local pool (Ray's size is the cluster's)."""
-    if sim.executor == "ray":
+def make_executor(sim: "SimConfig | None", workers: int | None = None) -> Executor:
+    """The executor `sim.executor` names (None: local); `workers` sizes a local pool (Ray's size is the
+    cluster's)."""
+    if sim is not None and sim.executor == "ray":
         from .ray_executor import RayExecutor  # Ray is an optional extra; imported only when asked for
         return RayExecutor(sim.executor_address, sim.executor_cpus, sim.executor_memory_mb)
     return LocalExecutor(workers)
