@@ -8,9 +8,11 @@ so the step sees the job's own environment (SLURM's variables, the GPUs the job 
 runner reads its log, progress and error.txt exactly as it does for a local step."""
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -38,12 +40,27 @@ class Launcher(Protocol):
         ...
 
 
-def _start(argv: list[str], log: Path, env: dict, cwd: str | None = None) -> subprocess.Popen:
+def _start(argv: list[str], log: Path, env: dict, cwd: str | None = None, preexec=None) -> subprocess.Popen:
     """The step in a session of its own, so that stopping it stops what it started (simulator
     workers, DDP ranks); its environment is this process's with the runner's additions on top."""
     with open(log, "w") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env}, cwd=cwd,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=preexec)
+
+
+def _terminate_with(parent: int):
+    """For a step started inside a submitit job: the kernel sends it SIGTERM when the job's process
+    dies, however it dies. Submitit's local executor SIGKILLs a cancelled job one second after its
+    SIGINT, which under load comes before run_logged can stop the step; SLURM's scancel kills the
+    job's whole cgroup anyway. Linux only (prctl); elsewhere the SIGINT path is all there is."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def arm() -> None:  # runs in the child between fork and exec
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the job died before the request was armed
+            os.kill(os.getpid(), signal.SIGTERM)
+    return arm
 
 
 class LocalStep:
@@ -67,7 +84,7 @@ def run_logged(argv: list[str], log: str, env: dict, cwd: str) -> int:
     """A submitit job's body (module level, so it pickles by reference): the step as a subprocess,
     its output into the step's log; returns its exit status. Stopping the job (cancel, timeout)
     interrupts the wait here, which stops the step before the job goes."""
-    proc = _start(argv, Path(log), env, cwd)
+    proc = _start(argv, Path(log), env, cwd, preexec=_terminate_with(os.getpid()))
     try:
         return proc.wait()
     except BaseException:
