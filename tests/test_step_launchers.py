@@ -4,6 +4,7 @@ processes), on stand-in steps (tests/step_stub.py) that take a fraction of a sec
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -102,10 +103,17 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_cancelling_a_submitted_step_stops_the_step(tmp_path):
-    """What Ctrl-C in the runner does to each running step (KeyboardInterrupt -> cancel)."""
+    """What Ctrl-C in the runner does to each running step (KeyboardInterrupt -> cancel), also for a
+    runner started in the background by a script (`nohup ... &` leaves SIGINT ignored, which
+    children inherit, and submitit's local executor cancels with SIGINT)."""
     pidfile = tmp_path / "pid"
     step = stub("long", tmp_path / "runs", sleep=60, pidfile=pidfile)
-    handle = launcher("submitit", tmp_path).start("long", step.argv(tmp_path / "h"), tmp_path / "long.log", ENV)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        handle = launcher("submitit", tmp_path).start("long", step.argv(tmp_path / "h"), tmp_path / "long.log", ENV)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # the runner's own disposition is kept
+    finally:
+        signal.signal(signal.SIGINT, before)
     deadline = time.time() + 30
     while not pidfile.exists() and time.time() < deadline:
         time.sleep(0.1)

@@ -8,11 +8,13 @@ so the step sees the job's own environment (SLURM's variables, the GPUs the job 
 runner reads its log, progress and error.txt exactly as it does for a local step."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -92,6 +94,23 @@ def run_logged(argv: list[str], log: str, env: dict, cwd: str) -> int:
         raise
 
 
+@contextlib.contextmanager
+def _interruptible_children():
+    """Submitit's local executor cancels a job with SIGINT to the process it starts here, and an
+    ignored signal stays ignored across exec: a runner started in the background by a
+    non-interactive shell (`nohup ... &`, which sets SIGINT to SIG_IGN) would start jobs that cannot
+    be cancelled. So children are started with Python's own SIGINT handler in place, which exec
+    resets to the default; the runner's own disposition comes back afterwards."""
+    ignored = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class SubmititStep:
     def __init__(self, job):
         self.job = job
@@ -150,7 +169,8 @@ class SubmititLauncher:
 
         self.executor.update_parameters(name=name)  # the job's name in squeue
         try:
-            return SubmititStep(self.executor.submit(run_logged, argv, str(log), env, os.getcwd()))
+            with _interruptible_children():
+                return SubmititStep(self.executor.submit(run_logged, argv, str(log), env, os.getcwd()))
         except (FailedJobError, OSError) as exc:  # sbatch refused the job (its stderr), or is not there
             said = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
             return Refused(Ended(None, f"submitit could not submit it: {said} (pipeline.submitit.*)"))
