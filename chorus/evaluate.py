@@ -107,7 +107,7 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
         from .policy.openai_engine import open_openai_engine
         from .sim.cache import default_cache_root
 
-        engine = open_openai_engine(policy, path, default_cache_root(cfg["simulator"]["cache_dir"]))
+        engine = open_openai_engine(policy, path, default_cache_root(sim.cache_dir))
     else:
         engine = make_engine(policy["engine"], model, tok, path=path, dtype=cfg["model"]["dtype"],
                              seed=policy["seed"], threads=policy["threads"], generation=policy["generation"])

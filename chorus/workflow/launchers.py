@@ -52,9 +52,10 @@ def _start(argv: list[str], log: Path, env: dict, cwd: str | None = None, preexe
 
 def _terminate_with(parent: int):
     """For a step started inside a submitit job: the kernel sends it SIGTERM when the job's process
-    dies, however it dies. Submitit's local executor SIGKILLs a cancelled job one second after its
-    SIGINT, which under load comes before run_logged can stop the step; SLURM's scancel kills the
-    job's whole cgroup anyway. Linux only (prctl); elsewhere the SIGINT path is all there is."""
+    dies, however it dies. A backstop to run_logged's own stop: submitit's local executor SIGKILLs
+    a cancelled job one second after its SIGINT, so a job slow to handle the SIGINT would otherwise
+    leave its step (in a session of its own) running; SLURM's scancel kills the job's whole cgroup
+    anyway. Linux only (prctl); elsewhere the SIGINT path is all there is."""
     if not sys.platform.startswith("linux"):
         return None
 
