@@ -1,3 +1,5 @@
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -8,6 +10,24 @@ from helpers import AND2, COUNTER, PROMPT
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_CVDP = REPO.parent / "shared" / "cvdp"
+PROBE_DIR = Path(__file__).resolve().parent / "numerics_probe"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--numerics-probe", choices=["threads2", "seed"], default=None,
+                     help="run on another floating-point path (tests/numerics_probe/sitecustomize.py): "
+                          "a test that fails only then rests on one CPU's numerics")
+
+
+def pytest_configure(config):
+    probe = config.getoption("--numerics-probe")
+    if probe:  # here and, through PYTHONPATH's sitecustomize, in every subprocess the tests start
+        os.environ["CHORUS_NUMERICS_PROBE"] = probe
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROBE_DIR), os.environ.get("PYTHONPATH")]))
+        spec = importlib.util.spec_from_file_location("chorus_numerics_probe", PROBE_DIR / "sitecustomize.py")
+        probe_module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(probe_module)
+        probe_module.apply(probe)
 
 
 @pytest.fixture(scope="session")

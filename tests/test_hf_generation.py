@@ -1,11 +1,17 @@
 """The hf engine's generation modes (plain | static | auto) and its incremental fence stop.
 
-A real xs model is fitted for a few steps on prompts whose answers close a fence (``` and ~~~), so
-greedy decoding stops at a closed fence on some rows, at EOS or max_new_tokens on others, in one
-left-padded batch of prompts of different lengths. torch.compile on this CPU works but its first
-call takes about a minute (measured: 58 s for the xs model), so the static path is tested here
-without compiling (the static KV cache and its masks are what change the numbers; CUDA graphs replay
-the same kernels); bench/gpu_step.py measures the compiled path on a GPU.
+Two real xs models:
+- `scripted`: the xs model rewired so that greedy decoding follows fixed token chains by
+  construction, whatever the CPU: one row ends at EOS, one at max_new_tokens, two at a closed fence
+  (see `scripted` for why its choices cannot flip). The finish kinds are asserted on it.
+- `fenced`: the xs model fitted for a few steps on fenced answers. Its outputs depend on the CPU's
+  floating-point path, so it is used only to compare two decoding paths on the same machine (plain
+  vs static cache: same tokens, same log-probs), never for which row ends how.
+
+torch.compile on this CPU works but its first call takes about a minute (measured: 58 s for the xs
+model), so the static path is tested here without compiling (the static KV cache and its masks are
+what change the numbers; CUDA graphs replay the same kernels); bench/gpu_step.py measures the
+compiled path on a GPU.
 """
 import inspect
 import random
@@ -46,6 +52,80 @@ def fenced(tiny_xs):
     return model, tok
 
 
+# The scripted rows: each prompt's last token starts a chain of token texts (None: EOS). Greedy
+# decoding follows the chain; a chain that returns to an earlier token cycles. The fence line is
+# " ```." (' `', '`', '`.'): this byte-level vocabulary has no ``` token, and a bigram needs each
+# token to have one successor, so the three backticks are three different tokens.
+FENCE_LINE = [" `", "`", "`."]
+SCRIPTS = {"alpha beta": FENCE_LINE + ["\n"] + FENCE_LINE,                 # stop: " ```.\n ```." closes
+           "counter reset": ["end", None],                                 # eos
+           "a counter design": ["x", "y", "x"],                            # length: xyxy... never ends
+           "one more prompt": ["\n"] + FENCE_LINE + ["\n"] + FENCE_LINE}  # stop, after a leading newline
+S_PROMPTS = list(SCRIPTS)
+MARGIN = 10.0  # the least logit gap the construction must show between the scripted token and any other
+
+
+@pytest.fixture(scope="module")
+def scripted(tiny_xs):
+    """(model, tokenizer, expected completions): the real xs model (its layers, attention, caches and
+    generate untouched) whose logits are dominated by a bigram table written into its weights.
+
+    Each scripted token t gets its own embedding axis k(t) at scale 8; the layers' RMSNorm-ed inputs
+    keep their additions small, so after the final norm the hidden state lies mostly along k(t). The
+    untied lm_head maps axis k(t) to successor(t) with weight 2: a logit near 20 against near 0 for
+    every other token. That gap (checked below to exceed MARGIN on every scripted step) is about 10^6
+    times any float-path difference, so greedy decoding is the script on any CPU, while the small
+    context-dependent part still differs between positions and rows."""
+    model, tok = load_model("hf", path=str(tiny_xs))
+    tok.padding_side = "left"
+    ids = {text: _single_token(tok, text) for text in {t for chain in SCRIPTS.values() for t in chain if t}}
+    ids[None] = tok.eos_token_id
+    successor = {}
+    for prompt, chain in SCRIPTS.items():
+        last = tok(prompt, add_special_tokens=False)["input_ids"][-1]
+        for a, b in zip([last] + [ids[t] for t in chain[:-1]], [ids[t] for t in chain]):
+            assert successor.setdefault(a, b) == b, f"the scripts give token {a} two successors"
+    axes = {t: k for k, t in enumerate(sorted(successor))}
+    with torch.no_grad():
+        emb = model.get_input_embeddings().weight
+        model.lm_head.weight = torch.nn.Parameter(emb.detach().clone())  # untied: the bigram table
+        model.config.tie_word_embeddings = False
+        head = model.lm_head.weight
+        head[:, :len(axes)] = 0
+        for t, k in axes.items():
+            emb[t] = 0
+            emb[t, k] = 8.0
+            head[successor[t], k] = 2.0
+    model.eval()
+    expected = {p: _follow(successor, tok(p, add_special_tokens=False)["input_ids"][-1], tok.eos_token_id, 16)
+                for p in S_PROMPTS}
+    for prompt, completion in expected.items():  # the construction holds on this CPU, with room to spare
+        full = tok(prompt, add_special_tokens=False)["input_ids"] + completion
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([full])).logits[0, -len(completion) - 1:-1]
+        top2 = logits.topk(2, -1)
+        assert top2.indices[:, 0].tolist() == completion
+        assert (top2.values[:, 0] - top2.values[:, 1]).min() > MARGIN
+    return model, tok, expected
+
+
+def _single_token(tok, text: str) -> int:
+    got = tok(text, add_special_tokens=False)["input_ids"]
+    assert len(got) == 1 and tok.decode(got) == text, f"{text!r} is not one token of this vocabulary"
+    return got[0]
+
+
+def _follow(successor: dict, token: int, eos: int, limit: int) -> list[int]:
+    """The greedy completion the bigram table writes after `token`: up to `limit` tokens or EOS."""
+    out = []
+    while len(out) < limit:
+        token = successor[token]
+        out.append(token)
+        if token == eos:
+            break
+    return out
+
+
 def old_fence_criterion(tok, width):
     """The stop check HFEngine used before (whole completions decoded at every step): the oracle."""
     from transformers import StoppingCriteria
@@ -61,17 +141,21 @@ GREEDY = SamplingParams(max_new_tokens=16, temperature=0)
 
 
 @pytest.mark.slow
-def test_the_incremental_stop_ends_each_row_where_the_old_full_check_did(fenced):
+def test_the_incremental_stop_ends_each_row_where_the_old_full_check_did(scripted):
     from transformers import StoppingCriteriaList
 
-    model, tok = fenced
-    gens = HFEngine(model, tok, generation="plain").generate(PROMPTS, params=GREEDY)
-    batch = tok(PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False)
+    model, tok, expected = scripted
+    gens = HFEngine(model, tok, generation="plain").generate(S_PROMPTS, params=GREEDY)
+    batch = tok(S_PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False)
     width = batch["input_ids"].shape[1]
     old = model.generate(**batch, max_new_tokens=16, do_sample=False, pad_token_id=tok.pad_token_id,
                          eos_token_id=tok.eos_token_id,
                          stopping_criteria=StoppingCriteriaList([old_fence_criterion(tok, width)]))
-    assert sorted({g[0].finish_reason for g in gens}) == ["eos", "length", "stop"]
+    assert [g.finish_reason for [g] in gens] == ["stop", "eos", "length", "stop"]
+    # each row is its script up to where it ends; the stop rows end on the token that closes the fence
+    assert [len(g.token_ids) for [g] in gens] == [7, 2, 16, 8]
+    assert [g.token_ids for [g] in gens] == [expected[p][:len(g.token_ids)] for p, [g] in zip(S_PROMPTS, gens)]
+    assert [g.text for [g] in gens[:2]] == [" ```.\n ```.", "end"]
     assert old.shape[1] == width + max(len(g[0].token_ids) for g in gens)
     for row, [g] in zip(old[:, width:].tolist(), gens):
         assert row[:len(g.token_ids)] == g.token_ids
@@ -79,14 +163,17 @@ def test_the_incremental_stop_ends_each_row_where_the_old_full_check_did(fenced)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("params", [GREEDY, SamplingParams(max_new_tokens=16, temperature=1.0, seed=3)],
-                         ids=["greedy", "sampled"])
-def test_static_cache_decoding_gives_the_plain_path_s_tokens_text_reasons_and_logprobs(fenced, params):
-    model, tok = fenced
-    plain = HFEngine(model, tok, generation="plain").generate(PROMPTS, n=2, params=params)
-    static = HFEngine(model, tok, generation="static", compile=False).generate(PROMPTS, n=2, params=params)
-    if params.temperature == 0:
-        assert sorted({g.finish_reason for gs in plain for g in gs}) == ["eos", "length", "stop"]
+@pytest.mark.parametrize("which,params", [("scripted", GREEDY), ("fenced", GREEDY),
+                                          ("fenced", SamplingParams(max_new_tokens=16, temperature=1.0, seed=3))],
+                         ids=["scripted-greedy", "fenced-greedy", "fenced-sampled"])
+def test_static_cache_decoding_gives_the_plain_path_s_tokens_text_reasons_and_logprobs(request, which, params):
+    model, tok = request.getfixturevalue(which)[:2]
+    prompts = S_PROMPTS if which == "scripted" else PROMPTS
+    plain = HFEngine(model, tok, generation="plain").generate(prompts, n=2, params=params)
+    static = HFEngine(model, tok, generation="static", compile=False).generate(prompts, n=2, params=params)
+    if which == "scripted":  # every finish kind goes through the static path too
+        assert [g.finish_reason for gs in static for g in gs] == [r for r in ("stop", "eos", "length", "stop")
+                                                                  for _ in range(2)]
     for a, b in zip([g for gs in plain for g in gs], [g for gs in static for g in gs]):
         assert (b.token_ids, b.text, b.finish_reason, b.prompt_tokens) == \
             (a.token_ids, a.text, a.finish_reason, a.prompt_tokens)

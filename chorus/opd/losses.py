@@ -19,8 +19,9 @@ def pg_advantages(student_logp: torch.Tensor, teacher_logp: torch.Tensor) -> tor
 
 
 def _log_softmax_at(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """The distribution sampled at `temperature`: the one place the direct divergences apply it."""
-    return torch.log_softmax(logits.float() / temperature, -1)
+    """The distribution sampled at `temperature`: the one place the direct divergences apply it.
+    Computed in fp32 at least (bf16 logits are upcast); float64 stays float64 (the exact tests)."""
+    return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature, -1)
 
 
 def reverse_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor,
