@@ -5,7 +5,9 @@ import pytest
 
 from chorus.stimulus.aliases import alias_map, alias_table
 from chorus.stimulus.formats import check_body, render, score
-from chorus.stimulus.program import RANDOM, Program, Step, VectorsError, expand, parse_vectors, render_vectors
+from chorus.sim import SimConfig
+from chorus.stimulus.program import (RANDOM, Program, Step, VectorsError, expand, expanded_values, parse_vectors,
+                                     render_vectors)
 from chorus.tasks.schema import Task
 
 RTL = """module pick(input logic clock, input logic rst_n, input logic [3:0] sel, input logic [7:0] data,
@@ -77,9 +79,30 @@ def test_malformed_vectors_name_the_line_and_fix(task, text, message):
 def test_expand_draws_random_values_from_the_seed_and_folds_reset(task):
     amap = alias_map(task)
     p = Program([Step((("rst_n", 0),), 2), Step((("in1", RANDOM),), 3), Step((("in0", 9),), 1)])
-    a, b = expand(p, amap, seed=7), expand(p, amap, seed=7)
+    a, b = list(expand(p, amap, seed=7)), list(expand(p, amap, seed=7))
     assert a == b and a[0] == (2, 1, []) and a[-1] == (1, 0, [(0, 9)])
-    assert [r[0] for r in a[1:4]] == [1, 1, 1] and expand(p, amap, seed=8) != a
+    assert [r[0] for r in a[1:4]] == [1, 1, 1] and list(expand(p, amap, seed=8)) != a
+    # a header and an input per record, the random step one record a cycle: 2 + 3 x 2 + 2; an upper
+    # bound, as the reset input folds into the header (9 values written)
+    assert expanded_values(p) == 10 and sum(1 + len(r[2]) for r in a) == 9
+
+
+def test_vectors_are_bounded_by_their_expanded_size_before_expanding(task, monkeypatch):
+    """A short text whose lines set random inputs for many cycles (1.1 KB once expanded to 10 MB) is
+    refused from its parsed size; an input set twice on one line counts once (the last value)."""
+    import chorus.stimulus.program as program
+
+    amap = alias_map(task)
+    line = " ".join(["in0=? in1=? in2=?"] * 40) + " x166\n"
+    p = parse_vectors(line, amap)  # 40 repeats of the same three inputs: three values a cycle
+    assert p.steps[0].assigns == (("in0", RANDOM), ("in1", RANDOM), ("in2", RANDOM))
+    assert expanded_values(p) == 166 * 4
+    assert parse_vectors("in0=1 in0=2\n", amap).steps[0].assigns == (("in0", 2),)
+    monkeypatch.setattr(program, "expand", lambda *a, **k: pytest.fail("expanded before the size check"))
+    with pytest.raises(VectorsError, match=f"expands to {400 * 166 * 4} values, over 250000"):
+        parse_vectors(line * 400, amap, max_cycles=10 ** 6)
+    r = score("vectors", task, line * 400, SimConfig(cache=False))  # the default 20,000-cycle bound first
+    assert r.status == "compile_error" and "exceeds 20000 cycles" in r.reason
 
 
 MAGIC = "rst x2\nin0=9 in1=0xa5 in2=1\nin2=0 x3\nin0=3 in1=0x5a in2=1\n. x2\n"

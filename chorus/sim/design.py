@@ -34,6 +34,17 @@ class DesignFacts:
     def spans_of(self, module: str) -> list[ModuleSpan]:
         return [m for m in self.modules if m.name == module]
 
+    def origin(self, verilated: str) -> str | None:
+        """The design module a module name in Verilator's output stands for: itself, or the module
+        a parameter-specialised copy was made from (Verilator names a copy `<module>__<params>`:
+        lane__K5 per instance parameter, top__W8 for a testbench's override); None when the design
+        declares neither. A testbench may not declare a unit named `<design unit>__...`
+        (safety.check_design_units), so a copy's name always means the design's module."""
+        names = self.module_names
+        if verilated in names:
+            return verilated
+        return max((n for n in names if verilated.startswith(n + "__")), key=len, default=None)
+
 
 def _facts_for_file(name: str, text: str, defines: tuple[tuple[str, str], ...]) -> tuple[list, set]:
     prelude = "".join(f"`define {k} {v}\n" for k, v in defines)

@@ -1,13 +1,20 @@
-"""Does the task's RTL compile on its own? Asked only when a testbench's build fails, to decide
-whose fault it is: the testbench's (compile_error) or the task's (harness_error). Text in the
-build log cannot decide it, because the testbench controls much of that text."""
+"""Verdicts on the task's own RTL, each cached per design.
+
+- `rtl_host_code`: does the RTL reach the host ($c, $system, DPI, `systemc sections)? Asked before
+  every build of the design (a testbench's, the vectors harness's, the cocotb wrapper's): untrusted
+  RTL that does is a task error, never built.
+- `design_problem`: does the RTL compile on its own? Asked only when a testbench's build fails, to
+  decide whose fault it is: the testbench's (compile_error) or the task's (harness_error). Text in
+  the build log cannot decide it, because the testbench controls much of that text.
+"""
 from __future__ import annotations
 
 import hashlib
 import shutil
 from pathlib import Path
 
-from ..tasks.schema import Task
+from ..tasks.schema import TRUSTED, Task
+from .result import SimResult
 from .build import build_jail, define_args, verilator_errors, verilator_flags
 from .config import SimConfig
 from .process import run_limited
@@ -16,6 +23,52 @@ from .workdirs import new_workdir
 
 MAX_RTL_MB = 16
 _KNOWN: dict[str, str | None] = {}
+_HOST: dict[str, str | None] = {}
+SV_SUFFIXES = (".sv", ".v", ".svh", ".vh")  # the only task files ever handed to Verilator
+
+
+def untrusted_rtl(task: Task, what: str) -> SimResult:
+    return SimResult("harness_error", f"task {task.id}: its RTL {what}; set tasks.trusted=true only for RTL "
+                     "you trust (it would run as host code)")
+
+
+def _design_key(task: Task, tc: Toolchain) -> str:
+    return hashlib.sha256(repr((sorted(task.rtl.items()), sorted(task.defines.items()), task.top,
+                               tc.version)).encode()).hexdigest()
+
+
+def rtl_host_code(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> SimResult | None:
+    """The task error for untrusted RTL that reaches the host, else None (also for trusted RTL).
+    Decided on Verilator's own preprocessing of the RTL, read by pyslang (safety.design_units):
+    pasted or included host code is seen as Verilator will compile it."""
+    if task.meta.get(TRUSTED):
+        return None
+    key = _design_key(task, tc)
+    if key not in _HOST:
+        _HOST[key] = _host_code(task, tc, cfg, cache_root)
+    return untrusted_rtl(task, _HOST[key]) if _HOST[key] else None
+
+
+def _host_code(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
+    from . import safety
+    from .simulate import stage_design  # local: simulate imports this module
+
+    workdir = new_workdir("rtlcheck")
+    try:
+        design = workdir / "design"
+        design.mkdir()
+        sources = stage_design(task, design)
+        if not isinstance(sources, list):
+            return None  # not buildable at all: the build itself reports it
+        cmd = [str(tc.verilator), "-E", *define_args(task.defines), *sources]
+        r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=min(60.0, cfg.build_timeout_s),
+                        log_path=workdir / "pre.log", mem_mb=cfg.mem_limit_mb, file_mb=64 + (MAX_RTL_MB << 2),
+                        stdout_path=workdir / "rtl.sv", jail=build_jail(cfg, cache_root, (design,), ()))
+        if r.setup_error or r.timed_out or r.signal is not None or r.returncode != 0:
+            return None  # the build fails the same way and says why
+        return safety.design_units(safety.parse((workdir / "rtl.sv").read_text(errors="replace"), "rtl")).host_access
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def rtl_too_large(task: Task) -> str | None:
@@ -29,8 +82,7 @@ def design_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) 
     """None when the RTL lints cleanly with Verilator, else a one-line task error."""
     if too_large := rtl_too_large(task):
         return too_large
-    key = hashlib.sha256(repr((sorted(task.rtl.items()), sorted(task.defines.items()), task.top,
-                               tc.version)).encode()).hexdigest()
+    key = _design_key(task, tc)
     if key not in _KNOWN:
         _KNOWN[key] = _lint(task, tc, cfg, cache_root)
     return _KNOWN[key]

@@ -125,16 +125,20 @@ def score_run(task: Task, cfg: SimConfig, r: RunOutcome, rec: RunRecord, facts, 
 
 
 def score_points(task: Task, points: list[Point], facts) -> SimResult:
-    """Coverage of the DUT instance's subtree, counting only points the design's own modules declared."""
+    """Coverage of the DUT instance's subtree: every point of every module copy under it.
+
+    Points are attributed by instance path, and each point's module is mapped back to the design
+    module it was specialised from (facts.origin), so parameter-specialised submodules and a DUT
+    renamed by a testbench's parameter override count like the plain module."""
     modules: dict[str, set[str]] = defaultdict(set)
+    origin = {m: facts.origin(m) for m in {p.module for p in points}} if facts.modules else {}
     for p in points:
-        modules[p.hier].add(p.module)
+        modules[p.hier].add(origin.get(p.module, p.module))
     path, instance_ok = find_dut_instance(modules, task.top, task.instance)
     if path is None:
         return SimResult("ok", f"no coverage points of module {task.top}: it is not instantiated, or nothing in "
                          "it can ever change (all inputs tied to constants) and Verilator removed it")
-    design = facts.module_names
-    own = [p for p in points if p.module in design] if design else points
+    own = [p for p in points if origin[p.module] is not None] if origin else points
     report = compute_metrics(own, path, instance_ok, facts.unpacked, task.rtl)
     reason = "" if instance_ok else f"DUT not instantiated as '{task.instance}'; scored {path} instead"
     return SimResult("ok", reason, report)

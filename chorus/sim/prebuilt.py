@@ -13,14 +13,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..tasks.schema import Task
+from ..tasks.schema import TRUSTED, Task
 from .build import build, build_fingerprint
 from .cache import ResultCache, default_cache_root
 from .config import SimConfig
 from .result import SimResult
 from .runtime import RuntimeBuildError
 from .execute import run_binary, score_run
+from .design_check import rtl_host_code, untrusted_rtl
 from .simulate import stage_design, task_facts
+from .verilator_ast import check_ast
 from .svlex import top_modules
 from .toolchain import ToolchainError, find_toolchain
 from .workdirs import new_workdir
@@ -80,6 +82,23 @@ def ensure_harness(task: Task, harness_sv: str, cfg: SimConfig) -> tuple[Path | 
     return cached_binary("prebuilt", key, cfg, lambda binary: _build_into(task, harness_sv, cfg, tc, root, binary))
 
 
+def untrusted_rtl_in_harness(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path, sources: list[str],
+                             top: str) -> SimResult | None:
+    """The untrusted-RTL verdict before a harness build (vectors, cocotb): the one every testbench
+    build gets (design_check.rtl_host_code), then Verilator's own parse of RTL + harness, which
+    also sees host code a lexer trick hides from pyslang. The harness is chorus's: only the RTL's
+    host code can be found, and it is the task's error."""
+    if (refused := rtl_host_code(task, tc, cfg, root)) is not None:
+        return refused
+    verdict = check_ast(tc, cfg, root, workdir, sources, top, task.defines, set(), bool(task.meta.get(TRUSTED)),
+                        allow_dut_writes=True)
+    if verdict.status in ("task_error", "rejected"):
+        return untrusted_rtl(task, verdict.reason.split(" (host code")[0])
+    if verdict.status == "setup":
+        return SimResult("harness_error", verdict.reason)
+    return None  # a parse that fails is reported by the build itself
+
+
 def _build_into(task, harness_sv, cfg, tc, root, binary: Path) -> SimResult | None:
     workdir = new_workdir("harness")
     try:
@@ -91,8 +110,12 @@ def _build_into(task, harness_sv, cfg, tc, root, binary: Path) -> SimResult | No
             return sources
         (design / HARNESS_FILE).parent.mkdir(parents=True, exist_ok=True)
         (design / HARNESS_FILE).write_text(harness_sv)
+        (workdir / "out").mkdir(exist_ok=True)
+        top = top_modules(harness_sv)[-1]
+        if (refused := untrusted_rtl_in_harness(task, tc, cfg, root, workdir, [*sources, HARNESS_FILE], top)):
+            return refused
         try:
-            b = build(tc, cfg, workdir, [*sources, HARNESS_FILE], top_modules(harness_sv)[-1], task.defines, root)
+            b = build(tc, cfg, workdir, [*sources, HARNESS_FILE], top, task.defines, root)
         except RuntimeBuildError as exc:
             return SimResult("harness_error", str(exc).splitlines()[0])
         if b.status != "ok":

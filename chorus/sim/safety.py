@@ -147,13 +147,18 @@ def _declarations(tree):
 
 
 def check_design_units(tree, design_units: set[str], instantiated: set[str]) -> None:
-    """The testbench may not replace the design or supply modules the design instantiates."""
+    """The testbench may not replace the design, supply modules the design instantiates, or take
+    a name Verilator gives the design's parameter-specialised copies (`<unit>__<params>`), which
+    coverage attributes to the design (design.DesignFacts.origin)."""
     protected = design_units | instantiated
     for node, name in _declarations(tree):
-        if name in protected:
-            what = "redefines design unit" if name in design_units else "defines module"
+        copy_of = next((u for u in sorted(design_units) if name.startswith(u + "__")), None)
+        if name in protected or copy_of:
+            what = "redefines design unit" if name in design_units else \
+                "defines module" if name in protected else "declares a unit named like a copy of design unit"
             tail = "; instantiate the RTL instead" if name in design_units else \
-                ", which the design instantiates; it would count as the DUT's code"
+                ", which the design instantiates; it would count as the DUT's code" if name in protected else \
+                f" '{copy_of}'; it would count as the DUT's code (rename it)"
             raise Unsafe(f"line {_line(tree, node)}: the testbench {what} '{name}'{tail}")
 
 
@@ -168,9 +173,11 @@ def dut_instance_names(tree, design_units: set[str]) -> set[str]:
     return names
 
 
-def check_dut_writes(tree, design_units: set[str]) -> None:
-    """Raise Unsafe when the testbench writes through a hierarchical name into a DUT instance."""
-    duts = dut_instance_names(tree, design_units)
+def check_dut_writes(tree, design_modules: set[str]) -> None:
+    """Raise Unsafe when the testbench writes through a hierarchical name into a DUT instance
+    (an instance of a design module). The fast, well-worded first pass: verilator_ast.judge
+    decides the routes a name alone does not show."""
+    duts = dut_instance_names(tree, design_modules)
     if not duts:
         return
     writers = _writing_subroutines(tree)
@@ -286,10 +293,13 @@ def instantiated_modules(tree) -> set[str]:
 @dataclass(frozen=True)
 class DesignUnits:
     """What a testbench is checked against: the units the design declares, the modules it
-    instantiates without declaring them, and why its RTL reaches the host (None when it doesn't)."""
+    instantiates without declaring them, and why its RTL reaches the host (None when it doesn't).
+    `modules`: the declared modules and programs, whose instances are DUT instances (an instance
+    of a design interface is the testbench's own)."""
     declared: frozenset[str]
     instantiated: frozenset[str]
     host_access: str | None = None
+    modules: frozenset[str] = frozenset()
 
 
 def design_units(rtl_tree) -> DesignUnits:
@@ -299,7 +309,9 @@ def design_units(rtl_tree) -> DesignUnits:
         host = None
     except Unsafe as exc:
         host = str(exc).split(": ", 1)[-1]
-    return DesignUnits(declared, frozenset(instantiated_modules(rtl_tree)) - declared, host)
+    modules = frozenset(_name(n.header.name) for n in _nodes(rtl_tree)
+                        if n.kind in (_SK.ModuleDeclaration, _SK.ProgramDeclaration))
+    return DesignUnits(declared, frozenset(instantiated_modules(rtl_tree)) - declared, host, modules)
 
 
 def top_modules(tree) -> list[str]:
@@ -325,7 +337,7 @@ def check_testbench(tree, design: DesignUnits, allow_dut_writes: bool = False) -
         check_host_access(tree)
         check_design_units(tree, set(design.declared), set(design.instantiated))
         if not allow_dut_writes:
-            check_dut_writes(tree, set(design.declared))
+            check_dut_writes(tree, set(design.modules))
     except Unsafe as exc:
         return str(exc)
     return None

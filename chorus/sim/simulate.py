@@ -20,7 +20,7 @@ from .execute import run_binary, score_run
 from .result import SimResult
 from .runtime import RuntimeBuildError
 from . import safety, svlex
-from .design_check import design_problem, rtl_too_large
+from .design_check import SV_SUFFIXES, design_problem, rtl_host_code, rtl_too_large, untrusted_rtl
 from .preprocess import preprocess
 from .verilator_ast import check_ast
 from .toolchain import ToolchainError, find_toolchain
@@ -82,6 +82,8 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         sources = stage_design(task, design)
         if isinstance(sources, SimResult):
             return sources
+        if (refused := rtl_host_code(task, tc, cfg, root)) is not None:
+            return refused
         (design / tb_name).parent.mkdir(parents=True, exist_ok=True)
         (design / tb_name).write_text(testbench)
         checked = checked_testbench(task, tc, cfg, root, workdir, sources, tb_name)
@@ -120,16 +122,11 @@ def _blame(task: Task, tc, cfg: SimConfig, root: Path, status: str, reason: str,
     return SimResult(status, reason, build_log=log, seconds=seconds or {})
 
 
-def _untrusted_rtl(task: Task, what: str) -> SimResult:
-    return SimResult("harness_error", f"task {task.id}: its RTL {what}; set tasks.trusted=true only for RTL "
-                     "you trust (it would run as host code)")
-
-
 def _ast_result(task: Task, tc, cfg: SimConfig, root: Path, verdict) -> SimResult:
     if verdict.status == "setup":
         return SimResult("harness_error", verdict.reason)
     if verdict.status == "task_error":
-        return _untrusted_rtl(task, verdict.reason)
+        return untrusted_rtl(task, verdict.reason)
     return _blame(task, tc, cfg, root, verdict.status, verdict.reason, verdict.log)
 
 
@@ -144,9 +141,7 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
         return SimResult("rejected", pre.reason, build_log=pre.log)
     if pre.status != "ok":
         return _blame(task, tc, cfg, root, "compile_error", pre.reason, pre.log)
-    design = rtl_units(pre.rtl)
-    if not task.meta.get(TRUSTED) and design.host_access:
-        return _untrusted_rtl(task, design.host_access)
+    design = rtl_units(pre.rtl)  # its host code was judged before (design_check.rtl_host_code)
     if why := safety.check_raw_text(pre.testbench):
         return SimResult("rejected", why)
     tree = safety.parse(pre.testbench, tb_name)
@@ -173,7 +168,9 @@ def rtl_units(rtl_text: str) -> safety.DesignUnits:
 
 
 def stage_design(task: Task, design: Path) -> list[str] | SimResult:
-    """Write the task's RTL under `design`; returns the relative source paths."""
+    """Write the task's files under `design`; returns the relative paths of its SystemVerilog sources,
+    the only ones handed to Verilator (a .cpp, .c or .vlt among them would be compiled or obeyed as
+    host code or Verilator configuration). Other files stay readable, e.g. for $readmemh."""
     sources = []
     for name, text in task.rtl.items():
         rel = _safe_relpath(name)
@@ -181,5 +178,9 @@ def stage_design(task: Task, design: Path) -> list[str] | SimResult:
             return SimResult("harness_error", f"task {task.id}: RTL file name {name!r} is not a relative path")
         (design / rel).parent.mkdir(parents=True, exist_ok=True)
         (design / rel).write_text(text)
-        sources.append(rel)
+        if rel.lower().endswith(SV_SUFFIXES):
+            sources.append(rel)
+    if not sources:
+        return SimResult("harness_error", f"task {task.id}: no SystemVerilog source among its files "
+                         f"({', '.join(SV_SUFFIXES)})")
     return sources

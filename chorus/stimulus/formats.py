@@ -86,7 +86,7 @@ def vectors_data(task: Task, text: str | None, opts: dict) -> str | SimResult:
         return SimResult("compile_error", f"malformed vectors: {exc}")
     if program.is_empty:
         return SimResult("empty", "the vectors never drive an input or the reset; nothing was simulated")
-    records = expand(program, amap, opts.get("seed", 1))
+    records = expand(program, amap, opts.get("seed", 1))  # bounded: parse_vectors checked its expanded size
     return "".join(f"{c} {r} {len(a)}" + "".join(f" {i} {v:x}" for i, v in a) + "\n" for c, r, a in records)
 
 

@@ -19,11 +19,16 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from .aliases import AliasMap
 
 RANDOM = None  # an assignment value meaning "fresh random value each cycle"
 MAX_CYCLES = 20000
+# Values the expanded stimulus may hold (a record per cycle of a random step, one value per input
+# set on it): 20,000 cycles of 12 random inputs. Checked on the parsed program, before anything is
+# expanded, so a short text cannot make megabytes (120 lines of `in0=? ... x166` did: 10 MB).
+MAX_EXPANDED_VALUES = 250_000
 
 
 class VectorsError(ValueError):
@@ -96,7 +101,7 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
         if not line:
             continue
         items = [i for i in _ITEM_SPLIT.split(_AROUND_ASSIGN.sub(r"\1", line)) if i]
-        assigns, cycles, reset = [], 1, False
+        assigns, cycles, reset = {}, 1, False  # an input set twice on one line keeps its last value
         for item in items:
             if _REPEAT.fullmatch(item):
                 cycles = int(item[1:])
@@ -115,7 +120,8 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
                 except ValueError:
                     raise VectorsError(f"line {n}: cannot read value {value!r} for {name} "
                                        "(use 12, 0x1f, 0b101, 8'hff or ?)") from None
-                assigns.append((name, v if v is RANDOM else v & ((1 << drivable[name].width) - 1)))
+                assigns.pop(name, None)
+                assigns[name] = v if v is RANDOM else v & ((1 << drivable[name].width) - 1)
             else:
                 raise VectorsError(f"line {n}: cannot read {item!r}; write `in0=5 x3`, `rst x2` or `. x10`")
         if cycles < 1:
@@ -123,8 +129,19 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
         total += cycles
         if total > max_cycles:
             raise VectorsError(f"line {n}: stimulus exceeds {max_cycles} cycles; shorten the repeats")
-        steps.append(Step(tuple(assigns), cycles, reset))
-    return Program(steps)
+        steps.append(Step(tuple(assigns.items()), cycles, reset))
+    program = Program(steps)
+    if (values := expanded_values(program)) > MAX_EXPANDED_VALUES:
+        raise VectorsError(f"the stimulus expands to {values} values, over {MAX_EXPANDED_VALUES}; drive fewer "
+                           "random inputs per line or use fewer cycles")
+    return program
+
+
+def expanded_values(program: Program) -> int:
+    """How many values `expand` would produce: a step with a random input becomes one record per
+    cycle, any other step one record; each record holds its step's inputs and a header."""
+    return sum((s.cycles if any(v is RANDOM for _, v in s.assigns) else 1) * (1 + len(s.assigns))
+               for s in program.steps)
 
 
 def render_vectors(program: Program) -> str:
@@ -137,11 +154,11 @@ def render_vectors(program: Program) -> str:
     return "\n".join(lines) + "\n"
 
 
-def expand(program: Program, amap: AliasMap, seed: int = 1) -> list[tuple[int, int, list[tuple[int, int]]]]:
-    """Concrete records (cycles, reset, [(input index, value)]) with random values drawn."""
+def expand(program: Program, amap: AliasMap, seed: int = 1) -> Iterator[tuple[int, int, list[tuple[int, int]]]]:
+    """Concrete records (cycles, reset, [(input index, value)]) with random values drawn, one at a
+    time (a caller writes them out without holding them all)."""
     rng = random.Random(seed)
     index = {a.alias: i for i, a in enumerate(amap.inputs)}
-    records = []
     for s in program.steps:
         fixed = [(index[a], v) for a, v in s.assigns if a in index and v is not RANDOM]
         rand = [(index[a], amap.inputs[index[a]].width) for a, v in s.assigns if a in index and v is RANDOM]
@@ -149,10 +166,9 @@ def expand(program: Program, amap: AliasMap, seed: int = 1) -> list[tuple[int, i
                                    for a, v in s.assigns if amap.reset))
         if rand:
             for _ in range(s.cycles):
-                records.append((1, reset, fixed + [(i, rng.getrandbits(w)) for i, w in rand]))
+                yield 1, reset, fixed + [(i, rng.getrandbits(w)) for i, w in rand]
         else:
-            records.append((s.cycles, reset, fixed))
-    return records
+            yield s.cycles, reset, fixed
 
 
 def random_program(amap: AliasMap, cycles: int = 200, seed: int = 0, reset_rate: float = 0.02) -> Program:

@@ -16,7 +16,7 @@ from ...sim.cache import ResultCache, default_cache_root
 from ...sim.config import SimConfig
 from ...sim.result import SimResult
 from ...sim.runtime import RuntimeBuildError, ensure_runtime
-from ...sim.prebuilt import cached_binary, store_binary
+from ...sim.prebuilt import cached_binary, store_binary, untrusted_rtl_in_harness
 from ...sim.execute import RunRecord, launch, score_run
 from ...sim.isolation import Policy
 from ...sim.simulate import stage_design, task_facts
@@ -83,6 +83,11 @@ def _build_into(task: Task, wrapper: str, cfg: SimConfig, tc, binary: Path) -> S
             return sources
         (design / "verif").mkdir(exist_ok=True)
         (design / "verif" / f"{COCOTB_TOP}.sv").write_text(wrapper)
+        (workdir / "out").mkdir(exist_ok=True)
+        refused = untrusted_rtl_in_harness(task, tc, cfg, root, workdir, [*sources, f"verif/{COCOTB_TOP}.sv"],
+                                           COCOTB_TOP)
+        if refused is not None:
+            return refused
         try:
             b = build(tc, cfg, workdir, [*sources, f"verif/{COCOTB_TOP}.sv"], COCOTB_TOP, task.defines, root,
                       prefix="Vtop", main=main,

@@ -1,0 +1,157 @@
+"""The DUT is reachable only through its ports: routes a syntactic write check cannot see.
+
+Real Verilator, the real jail. Each attack below built and scored above the honest testbench
+before (virtual interface 100 % vs 76 %, a DUT task call 86 % vs 75 %, a helper's output on a
+DUT-driven net 67 % vs 60 %, a DUT-driven interface member 95 % vs 86 %); each is now refused from
+Verilator's own linked parse tree, and `allow_dut_writes=True` shows the same testbench builds.
+The honest cases beside them (white-box reads, the testbench's own interface instance, std's
+mailbox and semaphore) must keep scoring.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from chorus.sim import SimConfig, simulate
+from chorus.tasks.schema import Task
+
+INTERNAL_IFACE_DUT = """interface sif; logic [3:0] v; endinterface
+module bdut(input logic clk, input logic rst_n, input logic [3:0] a, output logic [3:0] q);
+  sif s();
+  logic [3:0] st;
+  task automatic load_state(input logic [3:0] x); st = x; endtask
+  function automatic logic [3:0] peek(); return st; endfunction
+  always_ff @(posedge clk or negedge rst_n)
+    if (!rst_n) st <= '0; else st <= st + a;
+  always_ff @(posedge clk) s.v <= st;
+  assign q = (s.v == 4'hf) ? 4'ha : s.v;
+endmodule
+"""
+PORT_IFACE_DUT = """interface pif; logic [3:0] a; logic [3:0] q; endinterface
+module pdut(input logic clk, input logic rst_n, pif p);
+  logic [3:0] st;
+  always_ff @(posedge clk or negedge rst_n)
+    if (!rst_n) st <= '0; else st <= st + p.a;
+  always_ff @(posedge clk) p.q <= st;
+  always_ff @(posedge clk) if (p.q == 4'hf) $display("deep state");
+endmodule
+"""
+TB_HEAD = """`timescale 1ns/1ps
+{pre}module tb;
+  logic clk = 0, rst_n = 0; logic [3:0] a = 0; logic [3:0] q;
+  bdut uut(.clk(clk), .rst_n(rst_n), .a(a), .q(q));
+  always #5 clk = ~clk;
+{items}
+  initial begin
+    #12 rst_n = 1;
+{stmts}    repeat (6) begin @(negedge clk) a = a + 1; end
+    $finish;
+  end
+endmodule
+{post}"""
+PORT_TB = """`timescale 1ns/1ps
+{pre}module tb;
+  logic clk = 0, rst_n = 0;
+  pif tbi();
+  pdut uut(.clk(clk), .rst_n(rst_n), .p(tbi));
+  always #5 clk = ~clk;
+{items}
+  initial begin
+    tbi.a = 0;
+    #12 rst_n = 1;
+{stmts}    repeat (6) begin @(negedge clk) tbi.a = tbi.a + 1; end
+    $finish;
+  end
+endmodule
+{post}"""
+
+
+def tb(pre: str = "", items: str = "", stmts: str = "", post: str = "", port: bool = False) -> str:
+    return (PORT_TB if port else TB_HEAD).format(pre=pre, items=items, stmts=stmts, post=post)
+
+
+@pytest.fixture
+def cfg(cache_root, tmp_path) -> SimConfig:
+    return SimConfig(cache=False, cache_dir=str(cache_root), run_timeout_s=20)
+
+
+def task(port: bool = False) -> Task:
+    if port:
+        return Task(id="pdut", spec="", rtl={"rtl/pdut.sv": PORT_IFACE_DUT}, top="pdut", instance="uut")
+    return Task(id="bdut", spec="", rtl={"rtl/bdut.sv": INTERNAL_IFACE_DUT}, top="bdut", instance="uut")
+
+
+# name: (testbench keyword arguments, what the reason names)
+ATTACKS = {
+    "virtual interface onto the DUT's interface instance": (
+        dict(items="  virtual sif h;", stmts="    h = uut.s; h.v = 4'hf;\n"), "uut.s"),
+    "virtual interface assigned at its declaration": (
+        dict(items="  virtual sif h = uut.s;", stmts="    h.v = 4'hf;\n"), "uut.s"),
+    "helper's interface port on the DUT's interface instance": (
+        dict(items="  poker pk(.p(uut.s));", post="module poker(sif p); initial #30 p.v = 4'hf; endmodule\n"),
+        "uut.s"),
+    "hierarchical write to a member of the DUT's interface": (
+        dict(stmts="    uut.s.v = 4'hf;\n"), "uut.s.v"),
+    "DUT task call": (dict(stmts="    uut.load_state(4'hf);\n"), "uut.load_state"),
+    "DUT task call through $root": (dict(stmts="    $root.tb.uut.load_state(4'hf);\n"), "load_state"),
+    "DUT function call": (dict(stmts="    $display(\"%0d\", uut.peek());\n"), "uut.peek"),
+    "helper's output port on the net a DUT output drives": (
+        dict(items="  drv d(.clk(clk), .y(q));",
+             post="module drv(input logic clk, output logic [3:0] y); always @(posedge clk) y <= 4'hf; endmodule\n"),
+        "which the DUT's output port q drives"),
+    "gate output on the net a DUT output drives": (
+        dict(items="  logic z; assign z = 1'b1;\n  buf g(q[0], z);"), "which the DUT's output port q drives"),
+    "initial value on the net a DUT output drives": (
+        dict(items="  logic [3:0] q2 = 4'hf;", stmts="    q = 4'hf;\n"), "which the DUT's output port q drives"),
+}
+PORT_ATTACKS = {
+    "write to an interface member the DUT drives": (dict(stmts="    tbi.q = 4'hf;\n", port=True), "tbi.q"),
+    "helper writes an interface member the DUT drives": (
+        dict(items="  poke2 pk(.p(tbi));", post="module poke2(pif p); initial #30 p.q = 4'hf; endmodule\n",
+             port=True), "p.q"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ATTACKS) + list(PORT_ATTACKS))
+def test_routes_into_the_dut_other_than_its_ports_are_refused(cfg, name):
+    kwargs, what = {**ATTACKS, **PORT_ATTACKS}[name]
+    t, text = task(kwargs.get("port", False)), tb(**kwargs)
+    r = simulate(t, text, cfg)
+    assert r.status == "rejected", (r.status, r.reason, r.overall)
+    assert "the DUT's internals" in r.reason and what in r.reason, r.reason
+    assert r.seconds.get("build") is None  # refused before anything was compiled
+    allowed = simulate(t, text, dataclasses.replace(cfg, allow_dut_writes=True))
+    assert allowed.status == "ok", (allowed.status, allowed.reason)  # the route itself is valid SV
+
+
+HONEST = {
+    "white-box reads of DUT state and its interface": dict(
+        stmts="    $display(\"st=%0d v=%0d\", uut.st, uut.s.v);\n    if (uut.st > 4'h9) $display(\"big\");\n"),
+    "std mailbox and semaphore": dict(
+        items="  mailbox #(int) mb = new();\n  semaphore sem = new(1);",
+        stmts="    begin int x; mb.put(3); mb.get(x); sem.get(1); sem.put(1); end\n"),
+    "a process handle": dict(stmts="    begin process p = process::self(); $display(\"%0d\", p.status()); end\n"),
+    "the testbench's own interface instance driving an interface-port DUT": dict(
+        items="  task automatic put(input logic [3:0] x); tbi.a = x; endtask",
+        stmts="    put(4'h3);\n    $display(\"q=%0d\", tbi.q);\n", port=True),
+    "a helper that drives the testbench's inputs of the DUT": dict(
+        items="  stim s(.clk(clk), .y(a));",
+        post="module stim(input logic clk, output logic [3:0] y); initial y = 0; "
+             "always @(posedge clk) y <= y + 1; endmodule\n"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(HONEST))
+def test_honest_testbenches_that_touch_the_boundary_still_score(cfg, name):
+    kwargs = dict(HONEST[name])
+    if "helper" in name:  # the helper drives `a`; the initial block's own writes to `a` would be a second driver
+        text = tb(**kwargs).replace("    repeat (6) begin @(negedge clk) a = a + 1; end\n", "    repeat (6) @(negedge clk);\n") \
+            .replace("logic [3:0] a = 0;", "logic [3:0] a;")
+    else:
+        text = tb(**kwargs)
+    r = simulate(task(kwargs.get("port", False)), text, cfg)
+    assert r.status == "ok" and r.report.instance == "TOP.tb.uut", (r.status, r.reason)
+    assert r.overall is not None and r.overall > 0
