@@ -754,3 +754,34 @@ def test_task_rtl_with_hidden_systemc_needs_trust(cfg, work):
     r = run(task, HOST_TB, cfg)
     assert "PWNED_BY_TASK_RTL" not in r.run_log  # its C++ never ran
     assert r.status == "harness_error" and "tasks.trusted" in r.reason, (r.status, r.reason)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt,text", [("vectors", "in0=1\nin0=0 x2\n"),
+                                      ("cocotb", "async def stimulus(dut):\n    dut.in0.value = 1\n"
+                                                 "    await dut.cycles(2)\n")])
+@pytest.mark.parametrize("name", list(HOST_RTL))
+def test_task_rtl_with_host_code_needs_trust_in_the_harness_builds_too(cfg, work, fmt, text, name):
+    """The vectors and cocotb harnesses are built once per design from the task's RTL: the same
+    untrusted-RTL verdict as a testbench build refuses it before anything is compiled."""
+    from chorus.stimulus.formats import score
+
+    task = Task(id=f"host-rtl-{fmt}", spec="", rtl={"rtl/hdut.sv": HOST_RTL[name]}, top="hdut", instance="uut")
+    r = score(fmt, task, text, cfg)
+    assert r.status == "harness_error" and "tasks.trusted" in r.reason and task.id in r.reason, (r.status, r.reason)
+    assert not r.build_log
+    assert_clean(work)
+
+
+@pytest.mark.slow
+def test_a_cpp_file_among_the_task_files_is_never_compiled(cfg, work):
+    from chorus.stimulus.formats import score
+
+    plain = HOST_RTL["$c"].replace('  initial $c("/* host code from the task */;");\n', "")
+    cpp = '#include <cstdio>\nstatic int chorus_pwn = std::puts("PWNED_BY_TASK_CPP");\n'
+    task = Task(id="cpp-rtl", spec="", rtl={"rtl/hdut.sv": plain, "rtl/evil.cpp": cpp, "rtl/cfg.vlt":
+                                            "`verilator_config\ncoverage_off\n"}, top="hdut", instance="uut")
+    for r in (simulate(task, HOST_TB, cfg), score("vectors", task, "in0=1\nin0=0 x2\n", cfg)):
+        assert r.status == "ok" and "PWNED_BY_TASK_CPP" not in r.run_log, (r.status, r.reason)
+        assert r.overall and r.overall > 0  # the .vlt's coverage_off was not obeyed either
+    assert_clean(work)

@@ -153,13 +153,16 @@ def check_design_units(tree, design_units: set[str], instantiated: set[str]) -> 
     protected = design_units | instantiated
     for node, name in _declarations(tree):
         copy_of = next((u for u in sorted(design_units) if name.startswith(u + "__")), None)
-        if name in protected or copy_of:
-            what = "redefines design unit" if name in design_units else \
-                "defines module" if name in protected else "declares a unit named like a copy of design unit"
-            tail = "; instantiate the RTL instead" if name in design_units else \
-                ", which the design instantiates; it would count as the DUT's code" if name in protected else \
-                f" '{copy_of}'; it would count as the DUT's code (rename it)"
-            raise Unsafe(f"line {_line(tree, node)}: the testbench {what} '{name}'{tail}")
+        if name in design_units:
+            why = f"redefines design unit '{name}'; instantiate the RTL instead"
+        elif name in protected:
+            why = f"defines module '{name}', which the design instantiates; it would count as the DUT's code"
+        elif copy_of:
+            why = f"declares '{name}', the name Verilator gives a copy of design unit '{copy_of}'; it would " \
+                  "count as the DUT's code (rename it)"
+        else:
+            continue
+        raise Unsafe(f"line {_line(tree, node)}: the testbench {why}")
 
 
 def dut_instance_names(tree, design_units: set[str]) -> set[str]:
