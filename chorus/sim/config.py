@@ -40,6 +40,11 @@ class SimConfig:
     # (mem_limit_mb caps the address space, which is far above what a simulation keeps resident)
     executor_cpus: float = 1.0
     executor_memory_mb: int | None = None
+    # What scoring one sample may cost the unjailed worker that parses and checks it (its jailed
+    # builds and runs have the limits above): address space grown, CPU seconds. Over it, the
+    # sample is charged (compile_error or runtime_error); the worker's other samples are re-run.
+    scoring_mem_mb: int = 2048
+    scoring_cpu_s: float = 120.0
     keep_workdir: bool = False
     naive_build: bool = False  # plain --coverage at Verilator's default -Os, nothing reused (benchmark baseline)
     extra_verilator_flags: tuple[str, ...] = field(default_factory=tuple)
@@ -49,7 +54,8 @@ class SimConfig:
         d = asdict(self)
         for k in ("build_timeout_s", "run_timeout_s", "jobs", "prebuilt_runtime", "pch", "ccache",
                   "cache", "cache_dir", "cache_max_gb", "keep_workdir", "isolation",
-                  "executor", "executor_address", "executor_cpus", "executor_memory_mb"):
+                  "executor", "executor_address", "executor_cpus", "executor_memory_mb", "scoring_mem_mb",
+                  "scoring_cpu_s"):
             d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=list).encode()).hexdigest()[:16]
 

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from concurrent.futures import Future, ProcessPoolExecutor
+import tempfile
+import threading
+import uuid
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
+
+from .result import SimResult
+from .worker_guard import Budget, die_with_parent, run_job
 
 if TYPE_CHECKING:
     from .config import SimConfig
@@ -25,35 +32,106 @@ def default_workers() -> int:
 
 
 class LocalExecutor:
-    """Today's forkserver process pool (workers must not inherit a parent's torch threads or open
-    model files). A worker that dies breaks a ProcessPoolExecutor for good; the broken pool's
-    in-flight futures report it, and the next submit starts a fresh pool, so a long RL run
-    outlives one crashed simulation."""
+    """A forkserver process pool (workers must not inherit a parent's torch threads or open model
+    files) whose jobs run under a per-sample budget (worker_guard). A worker that dies breaks a
+    ProcessPoolExecutor for good and fails every job it held; here such a job is not lost:
+    - a job that was in flight when the pool died (its mark is still there) is re-run alone in a
+      fresh one-worker pool; if that worker dies too, the sample did it, and it is charged
+      (runtime_error, with the usual penalty), never harness_error;
+    - a job that was only queued is re-run on a fresh pool (at most MAX_REQUEUES times).
+    So a long RL run outlives any sample that crashes, hogs memory or CPU, and every other sample
+    keeps its own result."""
 
-    def __init__(self, workers: int | None = None):
+    MAX_REQUEUES = 3
+
+    def __init__(self, workers: int | None = None, budget: Budget | None = None):
         self.workers = workers or default_workers()
+        self.budget = budget or Budget()
         self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._marks: tempfile.TemporaryDirectory | None = None
+        self._solo: ThreadPoolExecutor | None = None
 
-    def _fresh(self) -> ProcessPoolExecutor:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("forkserver"))
-        return self._pool
+    def _context(self):
+        ctx = mp.get_context("forkserver")
+        # takes effect when this context's forkserver starts (once per process): it ends with the run
+        ctx.set_forkserver_preload(["__main__", "chorus.sim.forkserver_watch"])
+        return ctx
+
+    def _fresh(self, broken: ProcessPoolExecutor | None = None) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is not None and self._pool is not broken:
+                return self._pool  # another job already replaced the broken pool
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+            if self._marks is None:
+                self._marks = tempfile.TemporaryDirectory(prefix="chorus-marks-")
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context(),
+                                             initializer=die_with_parent)
+            return self._pool
 
     def submit(self, fn: Callable, *args) -> Future:
+        outer: Future = Future()
+        outer.set_running_or_notify_cancel()
+        self._launch(outer, fn, args, uuid.uuid4().hex, 0)
+        return outer
+
+    def _launch(self, outer: Future, fn: Callable, args: tuple, token: str, requeues: int) -> None:
         pool = self._pool or self._fresh()
         try:
-            return pool.submit(fn, *args)
+            inner = pool.submit(run_job, fn, self._marks.name, token, self.budget, *args)
         except BrokenProcessPool:
-            return self._fresh().submit(fn, *args)
+            pool = self._fresh(pool)
+            inner = pool.submit(run_job, fn, self._marks.name, token, self.budget, *args)
+        inner.add_done_callback(lambda f: self._settle(outer, f, pool, fn, args, token, requeues))
+
+    def _settle(self, outer: Future, inner: Future, pool, fn, args, token: str, requeues: int) -> None:
+        exc = inner.exception()
+        if not isinstance(exc, BrokenProcessPool):
+            outer.set_exception(exc) if exc is not None else outer.set_result(inner.result())
+            return
+        mark = Path(self._marks.name) / token
+        if mark.exists():  # in flight when its worker died: alone, it shows whether it was the cause
+            mark.unlink(missing_ok=True)
+            with self._lock:
+                self._solo = self._solo or ThreadPoolExecutor(self.workers, thread_name_prefix="chorus-solo")
+                self._solo.submit(self._run_alone, outer, fn, args, token)
+        elif requeues < self.MAX_REQUEUES:
+            self._fresh(pool)
+            self._launch(outer, fn, args, token, requeues + 1)
+        else:
+            outer.set_exception(exc)
+
+    def _run_alone(self, outer: Future, fn, args, token: str) -> None:
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context(), initializer=die_with_parent)
+        try:
+            outer.set_result(pool.submit(run_job, fn, self._marks.name, token, self.budget, *args).result())
+        except BrokenProcessPool:
+            outer.set_result(SimResult("runtime_error", "scoring this sample killed its worker process, also when "
+                                       f"run alone (over simulator.scoring_cpu_s={self.budget.cpu_s:g} s or "
+                                       f"scoring_mem_mb={self.budget.mem_mb} MB, or a crash); no coverage counted"))
+        except Exception as exc:  # noqa: BLE001 - handed to the caller as the job's own error
+            outer.set_exception(exc)
+        finally:
+            pool.shutdown(wait=True)
+            (Path(self._marks.name) / token).unlink(missing_ok=True)
 
     def shutdown(self) -> None:
+        if self._solo is not None:
+            self._solo.shutdown(wait=True)
+            self._solo = None
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if self._marks is not None:
+            self._marks.cleanup()
+            self._marks = None
 
     def __getstate__(self) -> dict:  # a job context crosses to spawned ranks before any pool starts
-        return {"workers": self.workers, "_pool": None}
+        return {"workers": self.workers, "budget": self.budget}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["workers"], state["budget"])
 
     def __del__(self) -> None:  # an executor nobody shut down must not leave idle workers behind
         if getattr(self, "_pool", None) is not None:
@@ -72,4 +150,5 @@ def make_executor(sim: "SimConfig | None", workers: int | None = None) -> Execut
     if sim is not None and sim.executor == "ray":
         from .ray_executor import RayExecutor  # Ray is an optional extra; imported only when asked for
         return RayExecutor(sim.executor_address, sim.executor_cpus, sim.executor_memory_mb)
-    return LocalExecutor(workers)
+    budget = Budget(sim.scoring_mem_mb, sim.scoring_cpu_s) if sim is not None else None
+    return LocalExecutor(workers, budget)

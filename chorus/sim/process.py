@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .worker_guard import die_with_parent
 from .isolation import IsolationError, Policy, jail_prefix
 
 
@@ -43,6 +44,7 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
 
     def limits() -> None:
         os.setsid()
+        die_with_parent()  # unjailed too: a killed worker never leaves its make or compiler running
         mem = mem_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         fsz = file_mb * 1024 * 1024
