@@ -86,6 +86,7 @@ def test_second_evaluation_reuses_the_build(task, sim_cfg):
      "line 8: unknown alias 'in9'; this design has clk, in0, in1, out0, out1, rst"),
     (GOOD + "    dut.out0.value = 1\n", "compile_error", "out0 is an output"),
     (GOOD + "    dut.in0.value = = 1\n", "compile_error", "line 8: syntax error"),
+    (GOOD + "    x = 'a\0b'\n", "compile_error", "line 8: a NUL byte"),
     (HEAD + "async def stimulus(dut):\n    await ClockCycles(dut.clk, 5)\n    x = dut.out0.value\n", "empty",
      "never assigns"),
     ("", "empty", "empty stimulus module"),

@@ -38,6 +38,9 @@ def check_stimulus(text: str, amap: AliasMap) -> SimResult | None:
     """rejected / compile_error / empty for modules that must not run; None when it may run."""
     if len(text) > MAX_CHARS:
         return SimResult("rejected", f"the stimulus module is longer than {MAX_CHARS} characters")
+    if "\0" in text:  # Python's parser refuses it without a line number
+        line = text.count("\n", 0, text.index("\0")) + 1
+        return SimResult("compile_error", f"line {line}: a NUL byte (\\x00) is not allowed in Python source")
     try:
         tree = ast.parse(text, STIMULUS_FILE)
     except SyntaxError as exc:
