@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import tempfile
+import shutil
 import threading
 import uuid
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from .result import SimResult
 from .worker_guard import Budget, die_with_parent, run_job
+from .workdirs import new_workdir
 
 if TYPE_CHECKING:
     from .config import SimConfig
@@ -49,7 +50,7 @@ class LocalExecutor:
         self.budget = budget or Budget()
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._marks: tempfile.TemporaryDirectory | None = None
+        self._marks: Path | None = None  # chorus-marks-<pid>-...: swept by the next run if this one is killed
         self._solo: ThreadPoolExecutor | None = None
 
     def _context(self):
@@ -65,7 +66,7 @@ class LocalExecutor:
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
             if self._marks is None:
-                self._marks = tempfile.TemporaryDirectory(prefix="chorus-marks-")
+                self._marks = new_workdir("marks")
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context(),
                                              initializer=die_with_parent)
             return self._pool
@@ -79,10 +80,10 @@ class LocalExecutor:
     def _launch(self, outer: Future, fn: Callable, args: tuple, token: str, requeues: int) -> None:
         pool = self._pool or self._fresh()
         try:
-            inner = pool.submit(run_job, fn, self._marks.name, token, self.budget, *args)
+            inner = pool.submit(run_job, fn, str(self._marks), token, self.budget, *args)
         except BrokenProcessPool:
             pool = self._fresh(pool)
-            inner = pool.submit(run_job, fn, self._marks.name, token, self.budget, *args)
+            inner = pool.submit(run_job, fn, str(self._marks), token, self.budget, *args)
         inner.add_done_callback(lambda f: self._settle(outer, f, pool, fn, args, token, requeues))
 
     def _settle(self, outer: Future, inner: Future, pool, fn, args, token: str, requeues: int) -> None:
@@ -90,7 +91,7 @@ class LocalExecutor:
         if not isinstance(exc, BrokenProcessPool):
             outer.set_exception(exc) if exc is not None else outer.set_result(inner.result())
             return
-        mark = Path(self._marks.name) / token
+        mark = self._marks / token
         if mark.exists():  # in flight when its worker died: alone, it shows whether it was the cause
             mark.unlink(missing_ok=True)
             with self._lock:
@@ -105,7 +106,7 @@ class LocalExecutor:
     def _run_alone(self, outer: Future, fn, args, token: str) -> None:
         pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context(), initializer=die_with_parent)
         try:
-            outer.set_result(pool.submit(run_job, fn, self._marks.name, token, self.budget, *args).result())
+            outer.set_result(pool.submit(run_job, fn, str(self._marks), token, self.budget, *args).result())
         except BrokenProcessPool:
             outer.set_result(SimResult("runtime_error", "scoring this sample killed its worker process, also when "
                                        f"run alone (over simulator.scoring_cpu_s={self.budget.cpu_s:g} s or "
@@ -114,7 +115,7 @@ class LocalExecutor:
             outer.set_exception(exc)
         finally:
             pool.shutdown(wait=True)
-            (Path(self._marks.name) / token).unlink(missing_ok=True)
+            (self._marks / token).unlink(missing_ok=True)
 
     def shutdown(self) -> None:
         if self._solo is not None:
@@ -124,7 +125,7 @@ class LocalExecutor:
             self._pool.shutdown(wait=True)
             self._pool = None
         if self._marks is not None:
-            self._marks.cleanup()
+            shutil.rmtree(self._marks, ignore_errors=True)
             self._marks = None
 
     def __getstate__(self) -> dict:  # a job context crosses to spawned ranks before any pool starts
