@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from .result import SimResult
-from .worker_guard import Budget, die_with_parent, run_job
+from .worker_guard import Budget, init_worker, run_job
 from .workdirs import new_workdir
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class LocalExecutor:
             if self._marks is None:
                 self._marks = new_workdir("marks")
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context(),
-                                             initializer=die_with_parent)
+                                             initializer=init_worker)
             return self._pool
 
     def submit(self, fn: Callable, *args) -> Future:
@@ -104,7 +104,7 @@ class LocalExecutor:
             outer.set_exception(exc)
 
     def _run_alone(self, outer: Future, fn, args, token: str) -> None:
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context(), initializer=die_with_parent)
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context(), initializer=init_worker)
         try:
             outer.set_result(pool.submit(run_job, fn, str(self._marks), token, self.budget, *args).result())
         except BrokenProcessPool:

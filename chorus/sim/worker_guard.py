@@ -43,6 +43,13 @@ def _sim_default(name: str):
     return SimConfig.__dataclass_fields__[name].default
 
 
+def init_worker() -> None:
+    """A pool worker's initializer: die with the forkserver, and dump no core when the CPU budget's
+    SIGXCPU (or a crash) ends it."""
+    die_with_parent()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+
+
 def die_with_parent() -> None:
     """PR_SET_PDEATHSIG=SIGKILL (Linux; a no-op elsewhere): this process dies when its parent does."""
     if _PRCTL is not None:
