@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..tasks.schema import TRUSTED, Task
@@ -49,15 +50,24 @@ def rtl_host_code(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -
     return untrusted_rtl(task, _HOST[key]) if _HOST[key] else None
 
 
-def _host_code(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
-    from . import safety
+@contextmanager
+def _staged(task: Task, kind: str):
+    """(work dir, design dir, source paths or the SimResult that stage_design refused with); removed after."""
     from .simulate import stage_design  # local: simulate imports this module
 
-    workdir = new_workdir("rtlcheck")
+    workdir = new_workdir(kind)
     try:
         design = workdir / "design"
         design.mkdir()
-        sources = stage_design(task, design)
+        yield workdir, design, stage_design(task, design)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _host_code(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
+    from . import safety
+
+    with _staged(task, "rtlcheck") as (workdir, design, sources):
         if not isinstance(sources, list):
             return None  # not buildable at all: the build itself reports it
         cmd = [str(tc.verilator), "-E", *define_args(task.defines), *sources]
@@ -67,8 +77,6 @@ def _host_code(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> s
         if r.setup_error or r.timed_out or r.signal is not None or r.returncode != 0:
             return None  # the build fails the same way and says why
         return safety.design_units(safety.parse((workdir / "rtl.sv").read_text(errors="replace"), "rtl")).host_access
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def rtl_too_large(task: Task) -> str | None:
@@ -89,13 +97,7 @@ def design_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) 
 
 
 def _lint(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
-    from .simulate import stage_design  # local: simulate imports this module
-
-    workdir = new_workdir("lint")
-    try:
-        design = workdir / "design"
-        design.mkdir()
-        sources = stage_design(task, design)
+    with _staged(task, "lint") as (workdir, design, sources):
         if not isinstance(sources, list):
             return sources.reason
         flags = [f for f in verilator_flags(cfg) if f not in ("--cc", "--exe")]
@@ -110,5 +112,3 @@ def _lint(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | 
             why = errors[0][:300] if errors else f"Verilator exit {r.returncode}, signal {r.signal}"
             return f"task {task.id}: its RTL does not compile on its own: {why}"
         return None
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
