@@ -474,6 +474,16 @@ def test_disk_quota_holds_and_nothing_is_left_behind(task, cfg, work, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_build_is_held_to_a_total_disk_quota_not_only_per_file(task, cfg, work):
+    """The build's files (generated C++, objects: about 5 MB for this design) count together against
+    simulator.disk_quota_mb; a build over it is the testbench's compile_error, and nothing stays."""
+    r = run(task, HONEST_TB, cfg, disk_quota_mb=2)
+    assert r.status == "compile_error" and "disk_quota_mb=2 MB in total" in r.reason, (r.status, r.reason)
+    assert run(task, HONEST_TB, cfg).status == "ok"
+    assert_clean(work)
+
+
+@pytest.mark.slow
 def test_one_file_past_the_output_limit_stops_the_run(task, cfg, work):
     r = run(task, counter_tb(BODY, extra=_fill(6, 1)), cfg, disk_quota_mb=64, output_limit_mb=4)
     assert r.status == "runtime_error" and "output limit" in r.reason, (r.status, r.reason)

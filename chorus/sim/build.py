@@ -100,6 +100,10 @@ def classify_failure(log: str, returncode: int | None, signal: int | None) -> tu
     return "compile_error", f"Verilator failed with exit code {returncode} and no %Error line"
 
 
+def _over_disk(cfg: SimConfig, step: str) -> str:
+    return f"{step} wrote more than simulator.disk_quota_mb={cfg.disk_quota_mb} MB in total for this testbench"
+
+
 def build_jail(cfg: SimConfig, cache_root: Path, read: tuple[Path, ...], write: tuple[Path, ...]) -> Jail:
     # Not strict: the linker sets the mode of the binary it writes.
     return Jail(cfg.isolation, str(cache_root), Policy(read=tuple(map(str, read)), write=tuple(map(str, write))))
@@ -133,10 +137,13 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     kit_dirs = (kit.dir,) if kit else ()
     writable = (obj, *((Path(tc.ccache_dir),) if "OBJCACHE" in mvars and tc.ccache_dir else ()))
     jail = build_jail(cfg, cache_root, (design, *kit_dirs, *(o.parent for o in extra_objects)), writable)
+    quota = (cfg.disk_quota_mb, (obj,))  # everything the build writes, in total (not only per file)
     v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=log_v, mem_mb=mem,
-                    file_mb=fsz, jail=jail)
+                    file_mb=fsz, jail=jail, disk_quota=quota)
     if v.setup_error:
         return BuildOutcome("harness_error", f"isolation could not be set up: {v.setup_error}", v.log, v.seconds)
+    if v.over_disk:
+        return BuildOutcome("compile_error", _over_disk(cfg, "Verilator"), v.log, v.seconds)
     if v.timed_out:
         return BuildOutcome("timeout", f"Verilator did not finish in {cfg.build_timeout_s:.0f} s", v.log, v.seconds)
     if v.returncode != 0 or v.signal is not None:
@@ -154,8 +161,11 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     cmd = ["make", "-s", "-C", str(obj), "-f", f"{prefix}.mk", f"-j{max(1, cfg.jobs)}",
            *(f"{k}={val}" for k, val in make_args.items())]
     log_m = workdir / "out" / "make.log"
-    m = run_limited(cmd, cwd=obj, env=env, timeout_s=remaining, log_path=log_m, mem_mb=mem, file_mb=fsz, jail=jail)
+    m = run_limited(cmd, cwd=obj, env=env, timeout_s=remaining, log_path=log_m, mem_mb=mem, file_mb=fsz, jail=jail,
+                    disk_quota=quota)
     seconds = v.seconds + m.seconds
+    if m.over_disk:
+        return BuildOutcome("compile_error", _over_disk(cfg, "the C++ compile"), v.log + m.log, seconds)
     if m.setup_error:
         return BuildOutcome("harness_error", f"isolation could not be set up: {m.setup_error}", m.log, seconds)
     if m.timed_out:

@@ -25,6 +25,7 @@ class RunOutcome:
     log: str
     signal: int | None = None  # the signal that ended the command itself, as the jail saw it
     setup_error: str | None = None  # the jail could not set up a required layer; nothing ran
+    over_disk: bool = False  # stopped because its write dirs grew past `disk_mb` in total
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,16 @@ class Jail:
 
 def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path,
                 mem_mb: int, file_mb: int, cpu_s: float | None = None, jail: Jail | None = None,
-                pass_fds: tuple[int, ...] = (), stdout_path: Path | None = None) -> RunOutcome:
+                pass_fds: tuple[int, ...] = (), stdout_path: Path | None = None,
+                disk_quota: tuple[int, tuple[Path, ...]] | None = None) -> RunOutcome:
     """Run `cmd` in its own process group with rlimits, isolated by `jail`; kill the whole
-    tree on timeout. Returns only when every process of the command has exited."""
+    tree on timeout. Returns only when every process of the command has exited.
+
+    `disk_quota` (MB, dirs): a total for everything under those dirs (RLIMIT_FSIZE bounds each file
+    only): a watcher sums them every DISK_POLL_S and kills the tree past it, so the overshoot is
+    what the command can write in that time. (A run's own scratch dir is a tmpfs of exactly its
+    quota; a build's output must outlive its jail, so it is watched instead.)"""
+    over_disk, done = threading.Event(), threading.Event()
 
     def limits() -> None:
         os.setsid()
@@ -87,9 +95,13 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
             timer = threading.Timer(timeout_s + grace, kill_group, args=(proc.pid,))
             timer.daemon = True
             timer.start()
+            if disk_quota is not None:
+                threading.Thread(target=_watch_disk, daemon=True, args=(
+                    disk_quota[1], disk_quota[0] << 20, proc.pid, over_disk, done)).start()
             try:
                 proc.wait()
             finally:
+                done.set()
                 timer.cancel()
                 _killpg(proc.pid)  # leftovers of the group (e.g. make's children)
                 proc.wait()
@@ -105,7 +117,37 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
         sig = -proc.returncode
     setup = value.strip() if kind == "setup" else None
     code = None if timed_out else (int(value) if kind == "exit" and value.isdigit() else proc.returncode)
-    return RunOutcome(code, timed_out, time.monotonic() - start, trim_log(log_path), sig, setup)
+    return RunOutcome(code, timed_out, time.monotonic() - start, trim_log(log_path), sig, setup,
+                      over_disk.is_set())
+
+
+DISK_POLL_S = 0.2
+
+
+def _watch_disk(dirs: tuple[Path, ...], limit: int, pid: int, over: threading.Event, done: threading.Event) -> None:
+    while not done.wait(DISK_POLL_S):
+        if sum(_tree_bytes(d) for d in dirs) > limit:
+            over.set()
+            _killpg(pid)
+            return
+
+
+def _tree_bytes(root: Path) -> int:
+    total, stack = 0, [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for e in entries:
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(e.path)
+                        else:
+                            total += e.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
 
 
 def _read_report(fd: int) -> str:
