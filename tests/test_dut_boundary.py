@@ -155,3 +155,13 @@ def test_honest_testbenches_that_touch_the_boundary_still_score(cfg, name):
     r = simulate(task(kwargs.get("port", False)), text, cfg)
     assert r.status == "ok" and r.report.instance == "TOP.tb.uut", (r.status, r.reason)
     assert r.overall is not None and r.overall > 0
+
+
+@pytest.mark.slow
+def test_a_testbench_that_does_not_compile_is_its_own_error_for_an_interface_port_dut_too(cfg):
+    """Blame for a failed build asks whether the RTL compiles on its own; a DUT with an interface
+    port cannot be Verilator's top, so that lint wraps it (else every compile error would be the
+    task's harness_error, which carries no penalty)."""
+    broken = tb(stmts="    this is not systemverilog;\n", port=True)
+    r = simulate(task(port=True), broken, cfg)
+    assert r.status == "compile_error", (r.status, r.reason)

@@ -149,7 +149,8 @@ def dut_ports(files: tuple[tuple[str, str], ...], top: str,
     ports = []
     for p in inst.body.portList:
         if not hasattr(p, "direction"):
-            ports.append(Port(p.name, "interface", 0, str(getattr(p, "interfaceDef", "interface"))))
+            iface = getattr(p, "interfaceDef", None)
+            ports.append(Port(p.name, "interface", 0, iface.name if iface is not None else "interface"))
             continue
         t = p.type
         ports.append(Port(p.name, _DIRS.get(p.direction.name, "inout"), int(t.bitWidth or 1), str(t),

@@ -96,12 +96,37 @@ def design_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) 
     return _KNOWN[key]
 
 
+LINT_TOP = "chorus_lint_top"
+
+
+def _lint_wrapper(task: Task) -> str | None:
+    """A top that gives each interface port of the DUT an interface instance, or None when it has
+    none: Verilator refuses interface ports on its top module, so such a design would otherwise
+    always fail its own lint, and every testbench compile error would be blamed on the task."""
+    from .design import PortError, dut_ports
+
+    try:
+        ports = dut_ports(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())))
+    except PortError:
+        return None
+    ifaces = [p for p in ports if p.direction == "interface"]
+    if not ifaces:
+        return None
+    decls = "".join(f"  {p.type} chorus_{p.name}();\n" for p in ifaces)
+    pins = ", ".join(f".{p.name}(chorus_{p.name})" for p in ifaces)
+    return f"module {LINT_TOP};\n{decls}  {task.top} dut({pins});\nendmodule\n"
+
+
 def _lint(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
     with _staged(task, "lint") as (workdir, design, sources):
         if not isinstance(sources, list):
             return sources.reason
+        top, wrapper = task.top, _lint_wrapper(task)
+        if wrapper is not None:
+            (design / f"{LINT_TOP}.sv").write_text(wrapper)
+            top, sources = LINT_TOP, [*sources, f"{LINT_TOP}.sv"]
         flags = [f for f in verilator_flags(cfg) if f not in ("--cc", "--exe")]
-        cmd = [str(tc.verilator), "--lint-only", *flags, "--top-module", task.top,
+        cmd = [str(tc.verilator), "--lint-only", *flags, "--top-module", top,
                *define_args(task.defines), *sources]
         r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=workdir / "lint.log",
                         mem_mb=cfg.mem_limit_mb, file_mb=64, jail=build_jail(cfg, cache_root, (design,), ()))
