@@ -1,4 +1,5 @@
-"""Verdicts on the task's own RTL, each cached per design.
+"""The task's own files: how they are staged for Verilator (`stage_design`: only SystemVerilog
+sources are ever compiled), and verdicts on its RTL, each cached per design.
 
 - `rtl_host_code`: does the RTL reach the host ($c, $system, DPI, `systemc sections)? Asked before
   every build of the design (a testbench's, the vectors harness's, the cocotb wrapper's): untrusted
@@ -12,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..tasks.schema import TRUSTED, Task
 from .result import SimResult
@@ -50,11 +51,35 @@ def rtl_host_code(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -
     return untrusted_rtl(task, _HOST[key]) if _HOST[key] else None
 
 
+def safe_relpath(name: str) -> str | None:
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        return None
+    return str(p)
+
+
+def stage_design(task: Task, design: Path) -> list[str] | SimResult:
+    """Write the task's files under `design`; returns the relative paths of its SystemVerilog sources,
+    the only ones handed to Verilator (a .cpp, .c or .vlt among them would be compiled or obeyed as
+    host code or Verilator configuration). Other files stay readable, e.g. for $readmemh."""
+    sources = []
+    for name, text in task.rtl.items():
+        rel = safe_relpath(name)
+        if rel is None:
+            return SimResult("harness_error", f"task {task.id}: RTL file name {name!r} is not a relative path")
+        (design / rel).parent.mkdir(parents=True, exist_ok=True)
+        (design / rel).write_text(text)
+        if rel.lower().endswith(SV_SUFFIXES):
+            sources.append(rel)
+    if not sources:
+        return SimResult("harness_error", f"task {task.id}: no SystemVerilog source among its files "
+                         f"({', '.join(SV_SUFFIXES)})")
+    return sources
+
+
 @contextmanager
 def _staged(task: Task, kind: str):
     """(work dir, design dir, source paths or the SimResult that stage_design refused with); removed after."""
-    from .simulate import stage_design  # local: simulate imports this module
-
     workdir = new_workdir(kind)
     try:
         design = workdir / "design"

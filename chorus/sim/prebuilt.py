@@ -21,7 +21,8 @@ from .result import SimResult
 from .runtime import RuntimeBuildError
 from .execute import run_binary, score_run
 from .design_check import rtl_host_code, untrusted_rtl
-from .simulate import stage_design, task_facts
+from .design_check import stage_design
+from .simulate import task_facts
 from .verilator_ast import check_ast
 from .svlex import top_modules
 from .toolchain import ToolchainError, find_toolchain

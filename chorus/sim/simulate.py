@@ -20,18 +20,11 @@ from .execute import run_binary, score_run
 from .result import SimResult
 from .runtime import RuntimeBuildError
 from . import safety, svlex
-from .design_check import SV_SUFFIXES, design_problem, rtl_host_code, rtl_too_large, untrusted_rtl
+from .design_check import design_problem, rtl_host_code, rtl_too_large, safe_relpath, stage_design, untrusted_rtl
 from .preprocess import preprocess
 from .verilator_ast import check_ast
 from .toolchain import ToolchainError, find_toolchain
 from .workdirs import new_workdir
-
-
-def _safe_relpath(name: str) -> str | None:
-    p = PurePosixPath(name)
-    if p.is_absolute() or ".." in p.parts or not p.parts:
-        return None
-    return str(p)
 
 
 def task_facts(task: Task):
@@ -73,7 +66,7 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         return SimResult("rejected", f"the testbench is larger than simulator.max_testbench_kb={cfg.max_testbench_kb} KB")
     facts = task_facts(task)
     # The testbench lives in verif/ as in CVDP's layout, so it never shadows an RTL file.
-    tb_name = "verif/" + PurePosixPath(_safe_relpath(task.tb_name) or "tb.sv").name
+    tb_name = "verif/" + PurePosixPath(safe_relpath(task.tb_name) or "tb.sv").name
     workdir = new_workdir("sim")
     try:
         design, out = workdir / "design", workdir / "out"
@@ -165,22 +158,3 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
 def rtl_units(rtl_text: str) -> safety.DesignUnits:
     """The preprocessed RTL's units and host access, parsed once per design (not per testbench)."""
     return safety.design_units(safety.parse(rtl_text, "rtl"))
-
-
-def stage_design(task: Task, design: Path) -> list[str] | SimResult:
-    """Write the task's files under `design`; returns the relative paths of its SystemVerilog sources,
-    the only ones handed to Verilator (a .cpp, .c or .vlt among them would be compiled or obeyed as
-    host code or Verilator configuration). Other files stay readable, e.g. for $readmemh."""
-    sources = []
-    for name, text in task.rtl.items():
-        rel = _safe_relpath(name)
-        if rel is None:
-            return SimResult("harness_error", f"task {task.id}: RTL file name {name!r} is not a relative path")
-        (design / rel).parent.mkdir(parents=True, exist_ok=True)
-        (design / rel).write_text(text)
-        if rel.lower().endswith(SV_SUFFIXES):
-            sources.append(rel)
-    if not sources:
-        return SimResult("harness_error", f"task {task.id}: no SystemVerilog source among its files "
-                         f"({', '.join(SV_SUFFIXES)})")
-    return sources

@@ -19,7 +19,8 @@ from ...sim.runtime import RuntimeBuildError, ensure_runtime
 from ...sim.prebuilt import cached_binary, store_binary, untrusted_rtl_in_harness
 from ...sim.execute import RunRecord, launch, score_run
 from ...sim.isolation import Policy
-from ...sim.simulate import stage_design, task_facts
+from ...sim.design_check import stage_design
+from ...sim.simulate import task_facts
 from ...sim.toolchain import ToolchainError, find_toolchain, flagset_key
 from ...tasks.schema import Task
 from ..aliases import AliasMap, alias_map
