@@ -20,15 +20,20 @@ INTERNAL_IFACE_DUT = """interface sif; logic [3:0] v; endinterface
 module bdut(input logic clk, input logic rst_n, input logic [3:0] a, output logic [3:0] q);
   sif s();
   logic [3:0] st;
+  logic boot_done;
+  initial begin : boot boot_done = 0; #30 boot_done = 1; end
   task automatic load_state(input logic [3:0] x); st = x; endtask
   function automatic logic [3:0] peek(); return st; endfunction
   always_ff @(posedge clk or negedge rst_n)
     if (!rst_n) st <= '0; else st <= st + a;
   always_ff @(posedge clk) s.v <= st;
-  assign q = (s.v == 4'hf) ? 4'ha : s.v;
+  assign q = (s.v == 4'hf) ? 4'ha : boot_done ? s.v : 4'h0;
 endmodule
 """
-PORT_IFACE_DUT = """interface pif; logic [3:0] a; logic [3:0] q; endinterface
+PORT_IFACE_DUT = """interface pif; logic [3:0] a; logic [3:0] q;
+  task automatic set_q(input logic [3:0] x); q = x; endtask
+  task automatic put_a(input logic [3:0] x); a = x; endtask
+endinterface
 module pdut(input logic clk, input logic rst_n, pif p);
   logic [3:0] st;
   always_ff @(posedge clk or negedge rst_n)
@@ -67,8 +72,9 @@ endmodule
 {post}"""
 
 
-def tb(pre: str = "", items: str = "", stmts: str = "", post: str = "", port: bool = False) -> str:
-    return (PORT_TB if port else TB_HEAD).format(pre=pre, items=items, stmts=stmts, post=post)
+def tb(pre: str = "", items: str = "", stmts: str = "", post: str = "", port: bool | str = False) -> str:
+    text = (PORT_TB if port is True else TB_HEAD).format(pre=pre, items=items, stmts=stmts, post=post)
+    return text.replace("bdut uut", "kdut uut") if port == "pkg" else text
 
 
 @pytest.fixture
@@ -76,7 +82,21 @@ def cfg(cache_root, tmp_path) -> SimConfig:
     return SimConfig(cache=False, cache_dir=str(cache_root), run_timeout_s=20)
 
 
+PKG_DUT = """package cpkg;
+  logic [3:0] mode = 0;
+  function automatic void set_mode(logic [3:0] m); mode = m; endfunction
+  function automatic logic [3:0] twice(logic [3:0] m); return m + m; endfunction
+endpackage
+module kdut(input logic clk, input logic rst_n, input logic [3:0] a, output logic [3:0] q);
+  always_ff @(posedge clk or negedge rst_n)
+    if (!rst_n) q <= '0; else if (cpkg::mode == 4'hc) q <= 4'h5; else q <= q + a;
+endmodule
+"""
+
+
 def task(port: bool = False) -> Task:
+    if port == "pkg":
+        return Task(id="kdut", spec="", rtl={"rtl/kdut.sv": PKG_DUT}, top="kdut", instance="uut")
     if port:
         return Task(id="pdut", spec="", rtl={"rtl/pdut.sv": PORT_IFACE_DUT}, top="pdut", instance="uut")
     return Task(id="bdut", spec="", rtl={"rtl/bdut.sv": INTERNAL_IFACE_DUT}, top="bdut", instance="uut")
@@ -105,7 +125,30 @@ ATTACKS = {
     "initial value on the net a DUT output drives": (
         dict(items="  logic [3:0] q2 = 4'hf;", stmts="    q = 4'hf;\n"), "which the DUT's output port q drives"),
 }
+# Found by a red team against the first version of these rules (each scored above the honest bench).
+ATTACKS.update({
+    "helper writes its own input port, which is the net a DUT output drives": (
+        dict(items="  pk p(.clk(clk), .i(q));",
+             post="/* verilator lint_off ASSIGNIN */\nmodule pk(input logic clk, input logic [3:0] i); "
+                  "initial begin @(negedge clk); i = 4'hf; end endmodule\n"), "input port i"),
+    "escaped generate-block name that fakes a level under the DUT": (
+        dict(items="  for (genvar g = 0; g < 1; g++) begin : \\uut.pad \n"
+                   "    logic [3:0] q2; bdut x(.clk(clk), .rst_n(rst_n), .a(a), .q(q2));\n  end"), None),
+    "disable of a DUT block": (dict(stmts="    disable uut.boot;\n"), "a disable of uut.boot"),
+    "testbench instance of an interface type the DUT has inside": (
+        dict(items="  sif mine();", stmts="    mine.v = 4'hf;\n"), "which the DUT instantiates inside itself"),
+    "package function writing state the DUT reads": (
+        dict(stmts="    cpkg::set_mode(4'hc);\n", port="pkg"), "set_mode"),
+})
 PORT_ATTACKS = {
+    "write through a virtual interface to a signal the DUT drives": (
+        dict(items="  virtual pif vh = tbi;", stmts="    vh.q = 4'hf;\n", port=True), "vh.q"),
+    "virtual interface held in a class": (
+        dict(items="  class drv; virtual pif v; function new(virtual pif x); v = x; endfunction\n"
+                   "    task poke(); v.q = 4'hf; endtask endclass\n  drv d;",
+             stmts="    d = new(tbi); d.poke();\n", port=True), "v.q"),
+    "interface task that drives a signal the DUT drives": (
+        dict(stmts="    tbi.set_q(4'hf);\n", port=True), "tbi.set_q"),
     "write to an interface member the DUT drives": (dict(stmts="    tbi.q = 4'hf;\n", port=True), "tbi.q"),
     "helper writes an interface member the DUT drives": (
         dict(items="  poke2 pk(.p(tbi));", post="module poke2(pif p); initial #30 p.q = 4'hf; endmodule\n",
@@ -120,7 +163,11 @@ def test_routes_into_the_dut_other_than_its_ports_are_refused(cfg, name):
     t, text = task(kwargs.get("port", False)), tb(**kwargs)
     r = simulate(t, text, cfg)
     assert r.status == "rejected", (r.status, r.reason, r.overall)
-    assert "the DUT's internals" in r.reason and what in r.reason, r.reason
+    if what is None:  # a name that fakes hierarchy: refused as a name, whatever allow_dut_writes says
+        assert "would be read as a hierarchy path" in r.reason, r.reason
+        return
+    else:
+        assert ("the DUT's internals" in r.reason or "the DUT" in r.reason) and what in r.reason, r.reason
     assert r.seconds.get("build") is None  # refused before anything was compiled
     allowed = simulate(t, text, dataclasses.replace(cfg, allow_dut_writes=True))
     assert allowed.status == "ok", (allowed.status, allowed.reason)  # the route itself is valid SV
@@ -136,6 +183,11 @@ HONEST = {
     "the testbench's own interface instance driving an interface-port DUT": dict(
         items="  task automatic put(input logic [3:0] x); tbi.a = x; endtask",
         stmts="    put(4'h3);\n    $display(\"q=%0d\", tbi.q);\n", port=True),
+    "a private interface instance of the DUT's interface type, as a reference model": dict(
+        items="  pif model();", stmts="    model.q = 4'h3; model.put_a(4'h1);\n", port=True),
+    "an interface task that drives the DUT's inputs": dict(stmts="    tbi.put_a(4'h2);\n", port=True),
+    "a design package function without side effects": dict(stmts="    $display(\"%0d\", cpkg::twice(4'h3));\n",
+                                                           port="pkg"),
     "a helper that drives the testbench's inputs of the DUT": dict(
         items="  stim s(.clk(clk), .y(a));",
         post="module stim(input logic clk, output logic [3:0] y); initial y = 0; "

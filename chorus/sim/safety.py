@@ -196,6 +196,9 @@ def check_dut_writes(tree, design_modules: set[str]) -> None:
             targets, what = list(node.nets), "an alias of"
         elif node.kind == _SK.DefParam:
             targets, what = [a.name for a in node.assignments], "a defparam on"
+        elif node.kind == _SK.DisableStatement:
+            # ends a DUT process or task mid-way: its state stays whatever it was (no write node shows it)
+            targets, what = [node.name], "a disable of"
         elif node.kind == _SK.ClockingItem and node.direction is not None \
                 and re.search(r"\b(output|inout)\b", _text(node.direction)):
             # `output qq = uut.q` makes every `cb.qq <= v` a write into the DUT.
