@@ -83,15 +83,17 @@ class DyingScorer(LocalExecutor):
 
 
 @pytest.mark.slow  # two forkserver pools start: ~11 s on the shared cores
-def test_a_dead_simulation_worker_is_a_harness_error_for_its_sample_not_an_aborted_step(tiny_xs, sim_cfg):
+def test_a_sample_that_kills_its_simulation_worker_is_charged_to_it_not_an_aborted_step(tiny_xs, sim_cfg):
     tok = AutoTokenizer.from_pretrained(tiny_xs)
     task = load_tasks("generated", per_family=1, families=["counter"])[0]
     # one worker runs the jobs in order, so the first two finish before the third kills its process
     spec = RolloutSpec(get_algo("dapo", dynamic_sampling=False), "vectors", 3, SamplingParams(), sim_cfg)
     with DyingScorer(1) as pool:
         groups, _ = sample_groups([task], GroupScript(tok, ["a", "b", "DIE"]), tok, pool, spec, 0)
-        assert [s["result"].status for s in groups[0]] == ["rejected", "rejected", "harness_error"]
-        assert "worker process died" in groups[0][2]["result"].reason and groups[0][2]["reward"] is None
+        assert [s["result"].status for s in groups[0]] == ["rejected", "rejected", "runtime_error"]
+        # re-run alone, it killed that worker too: the stimulus's own error, with the usual penalty
+        assert "killed its worker process" in groups[0][2]["result"].reason
+        assert groups[0][2]["reward"] is not None and groups[0][2]["reward"] == groups[0][0]["reward"]
         # the pool broke with its worker; the next step gets a fresh one instead of failing
         again, _ = sample_groups([task], GroupScript(tok, ["a"]), tok, pool, spec, 1)
     assert again[0][0]["result"].status == "rejected"
