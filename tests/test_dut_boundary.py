@@ -149,6 +149,17 @@ PORT_ATTACKS = {
              stmts="    d = new(tbi); d.poke();\n", port=True), "v.q"),
     "interface task that drives a signal the DUT drives": (
         dict(stmts="    tbi.set_q(4'hf);\n", port=True), "tbi.set_q"),
+    # a second red team: the handle held in a container (the select chain hid the write)
+    "virtual interface in an array": (
+        dict(items="  virtual pif vhs[1];", stmts="    vhs[0] = tbi; vhs[0].q = 4'hf;\n", port=True), "vhs.q"),
+    "virtual interface in a queue": (
+        dict(items="  virtual pif vq[$];", stmts="    vq.push_back(tbi); vq[0].q = 4'hf;\n", port=True), "vq.q"),
+    "virtual interface in an associative array": (
+        dict(items="  virtual pif va[int];", stmts="    va[7] = tbi; va[7].q <= 4'hf;\n", port=True), "va.q"),
+    "a wrapper passes the testbench's instance to a second DUT": (
+        dict(items="  pif ref_if();\n  wrapper w(.clk(clk), .rst_n(rst_n), .p(ref_if));", stmts="    ref_if.q = 4'hf;\n",
+             post="module wrapper(input logic clk, input logic rst_n, pif p); "
+                  "pdut inner(.clk(clk), .rst_n(rst_n), .p(p)); endmodule\n", port=True), "ref_if.q"),
     "write to an interface member the DUT drives": (dict(stmts="    tbi.q = 4'hf;\n", port=True), "tbi.q"),
     "helper writes an interface member the DUT drives": (
         dict(items="  poke2 pk(.p(tbi));", post="module poke2(pif p); initial #30 p.q = 4'hf; endmodule\n",
@@ -186,6 +197,13 @@ HONEST = {
     "a private interface instance of the DUT's interface type, as a reference model": dict(
         items="  pif model();", stmts="    model.q = 4'h3; model.put_a(4'h1);\n", port=True),
     "an interface task that drives the DUT's inputs": dict(stmts="    tbi.put_a(4'h2);\n", port=True),
+    "a golden model driving its own instance of the DUT's interface type": dict(
+        items="  pif ref_if();\n  gold g(.clk(clk), .p(ref_if));",
+        post="module gold(input logic clk, pif p); initial p.a = 0; always @(posedge clk) p.q <= p.q + 1; endmodule\n",
+        port=True),
+    "UVM-lite class driving the DUT's inputs through virtual interfaces in an array": dict(
+        items="  class drv; virtual pif v[1]; task put(logic [3:0] x); v[0].a = x; endtask endclass\n  drv d;",
+        stmts="    d = new; d.v[0] = tbi; d.put(4'h3);\n", port=True),
     "a design package function without side effects": dict(stmts="    $display(\"%0d\", cpkg::twice(4'h3));\n",
                                                            port="pkg"),
     "a helper that drives the testbench's inputs of the DUT": dict(
@@ -217,3 +235,23 @@ def test_a_testbench_that_does_not_compile_is_its_own_error_for_an_interface_por
     broken = tb(stmts="    this is not systemverilog;\n", port=True)
     r = simulate(task(port=True), broken, cfg)
     assert r.status == "compile_error", (r.status, r.reason)
+
+
+BRIDGE_DUT = """interface pif; logic [3:0] a; logic [3:0] q; endinterface
+module xdut(input logic clk, input logic rst_n, pif p);
+  pif inner();
+  always_ff @(posedge clk or negedge rst_n) if (!rst_n) inner.q <= '0; else inner.q <= inner.q + p.a;
+  always_ff @(posedge clk) p.q <= inner.q;
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_a_dut_with_an_interface_port_and_an_inner_instance_of_its_type_still_takes_its_testbench(cfg):
+    """The instance the DUT's port needs is allowed although the DUT has one of that type inside
+    (shared counters); any other testbench instance of that type is refused."""
+    t = Task(id="xdut", spec="", rtl={"rtl/xdut.sv": BRIDGE_DUT}, top="xdut", instance="uut")
+    ok = simulate(t, tb(port=True).replace("pdut uut", "xdut uut"), cfg)
+    assert ok.status == "ok" and ok.overall > 0, (ok.status, ok.reason)
+    other = simulate(t, tb(items="  pif other();", port=True).replace("pdut uut", "xdut uut"), cfg)
+    assert other.status == "rejected" and "instantiates inside itself" in other.reason, other.reason

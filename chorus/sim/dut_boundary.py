@@ -40,14 +40,10 @@ def breach(seen: Seen, design_units: set[str]) -> str | None:
     driven = {w[1] for w in seen.writes if not tb(w[0]) and seen.kinds.get(w[0]) == "MODULE"
               and w[1] in seen.iface_vars}
     state = {v for v in seen.state if seen.owner.get(v) in design_units} | driven
-    # the testbench's private interface instances: cells whose instance handle no reference names (an
-    # interface port or a virtual interface is never private: what it points at is not known here)
-    handed_out = {(seen.handles[var], seen.names[var]) for _, var, _, _ in seen.refs if var in seen.handles}
-    private = {(scope, name) for scope, name, modp in seen.cell_modules
-               if tb(scope) and seen.kinds.get(seen.modules.get(modp, "")) == "IFACE"} - handed_out
+    private = _private_instances(seen, tb, design_modules)
     is_private = lambda scope, dotted: (scope, dotted.split(".")[0].split("[")[0]) in private  # noqa: E731
 
-    for why in (_shared_counters(seen, tb),
+    for why in (_shared_counters(seen, tb, design_modules),
                 _calls(seen, design_units, tb, state, through_dut, is_private),
                 _handles(seen, tb),
                 _writes(seen, tb, state, driven, design_modules, through_dut, is_private)):
@@ -56,11 +52,56 @@ def breach(seen: Seen, design_units: set[str]) -> str | None:
     return None
 
 
-def _shared_counters(seen: Seen, tb) -> str | None:
+def _private_instances(seen: Seen, tb, design_modules: set) -> set:
+    """(scope, name) of the testbench's interface instances that cannot reach the DUT: never named
+    by a handle, a port actual of a DUT cell, or a port actual of a testbench cell whose module
+    contains a DUT or passes its interface ports on (a reference model, a second agent). A virtual
+    interface or an interface port is never private: what it points at is not known here."""
+    iface_cells = {(scope, name) for scope, name, modp in seen.cell_modules
+                   if tb(scope) and seen.kinds.get(seen.modules.get(modp, "")) == "IFACE"}
+    cells_in = {}  # module name -> [cell's module address]
+    for scope, _, modp in seen.cell_modules:
+        cells_in.setdefault(scope, []).append(modp)
+    own_cells = {(scope, name) for scope, name, _ in seen.cell_modules}
+    passes_ports = {pin[0] for pin in seen.pins for var, _ in pin[3]
+                    if var in seen.handles and (seen.handles[var], seen.names[var]) not in own_cells}
+    leaves = {name for name in cells_in.keys() | set(seen.modules.values())
+              if not any(m in design_modules for m in cells_in.get(name, ())) and name not in passes_ports}
+    pin_refs: dict = {}
+    for scope, modp, _, refs in seen.pins:
+        for var, _ in refs:
+            if var in seen.handles:
+                ok = tb(seen.modules.get(modp, "")) and seen.modules.get(modp, "") in leaves
+                pin_refs.setdefault(var, []).append(ok)
+    all_refs: dict = {}
+    for _, var, _, _ in seen.refs:
+        if var in seen.handles:
+            all_refs[var] = all_refs.get(var, 0) + 1
+    private = set()
+    for var, owner in seen.handles.items():
+        key = (owner, seen.names[var])
+        if key in iface_cells and all_refs.get(var, 0) == len(pin_refs.get(var, [])) and all(pin_refs.get(var, [])):
+            private.add(key)
+    # an interface port of a testbench module is private when every instance of that module binds it
+    # to a private instance (the reference model's port)
+    for var, owner in seen.handles.items():
+        if (owner, seen.names[var]) in own_cells or not tb(owner):
+            continue
+        actuals = [(pin[0], seen.names[v]) for pin in seen.pins if pin[2] == var for v, _ in pin[3]
+                   if v in seen.handles]
+        if actuals and all(a in private for a in actuals):
+            private.add((owner, seen.names[var]))
+    return private
+
+
+def _shared_counters(seen: Seen, tb, design_modules: set) -> str | None:
     inside = {modp for scope, _, modp in seen.cell_modules if not tb(scope) and seen.kinds.get(scope) == "MODULE"
               and seen.kinds.get(seen.modules.get(modp, "")) == "IFACE"}
+    # an instance the DUT's own interface port needs is allowed: the testbench has no other choice
+    on_dut = {(pin[0], seen.names[var]) for pin in seen.pins if pin[1] in design_modules
+              for var, _ in pin[3] if var in seen.handles}
     for (scope, name, modp), (_, _, where) in zip(seen.cell_modules, seen.cells):
-        if tb(scope) and modp in inside:
+        if tb(scope) and modp in inside and (scope, name) not in on_dut:
             return (f"{where}: the testbench's interface instance {name} is of type {seen.modules[modp]}, which the DUT "
                     "instantiates inside itself; Verilator counts one interface type's coverage in one set of "
                     "counters, so its signals would count as the DUT's internals (declare an interface of your own)")

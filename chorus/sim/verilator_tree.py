@@ -115,18 +115,28 @@ def _var(seen: Seen, node: dict, scope: str, kind_of_scope: str) -> None:
         seen.state.add(addr)
 
 
+def _root_ref(node: dict) -> dict | None:
+    """The variable reference a member or element select is taken from: down `fromp` through any
+    selects (an array, queue or associative element, another member) to its VARREF/VARXREF."""
+    for _ in range(256):
+        base = node.get("fromp")
+        base = base[0] if isinstance(base, list) and base else base
+        if not isinstance(base, dict):
+            return None
+        if base.get("type") in ("VARREF", "VARXREF"):
+            return base
+        node = base
+    return None
+
+
 def _written_base(node: dict) -> bool:
-    base = node.get("fromp")
-    base = base[0] if isinstance(base, list) and base else base
-    return isinstance(base, dict) and base.get("access") in ("WR", "RW")
+    root = _root_ref(node)
+    return root is not None and root.get("access") in ("WR", "RW")
 
 
 def _base_name(node: dict) -> str:
-    base = node.get("fromp")
-    base = base[0] if isinstance(base, list) and base else base
-    if not isinstance(base, dict):
-        return "?"
-    return f"{base.get('dotted') or ''}.{base.get('name', '?')}".lstrip(".")
+    root = _root_ref(node)
+    return "?" if root is None else f"{root.get('dotted') or ''}.{root.get('name', '?')}".lstrip(".")
 
 
 def _file_of(node: dict, files: dict) -> str:
