@@ -31,7 +31,7 @@ def breach(seen: Seen, design_units: set[str]) -> str | None:
     """Why testbench code reaches the DUT other than through its ports, or None."""
     tb = lambda scope: scope not in design_units  # noqa: E731
     design_modules = {a for a, n in seen.modules.items() if n in design_units and seen.kinds.get(n) == "MODULE"}
-    dut_cells = {name for scope, name, modp in seen.cell_modules if modp in design_modules and tb(scope)}
+    dut_cells = {name for scope, name, modp, _ in seen.cells if modp in design_modules and tb(scope)}
 
     def through_dut(dotted: str) -> bool:
         return any(part.split("[")[0] in dut_cells for part in dotted.split(".")) if dotted else False
@@ -57,12 +57,12 @@ def _private_instances(seen: Seen, tb, design_modules: set) -> set:
     by a handle, a port actual of a DUT cell, or a port actual of a testbench cell whose module
     contains a DUT or passes its interface ports on (a reference model, a second agent). A virtual
     interface or an interface port is never private: what it points at is not known here."""
-    iface_cells = {(scope, name) for scope, name, modp in seen.cell_modules
+    iface_cells = {(scope, name) for scope, name, modp, _ in seen.cells
                    if tb(scope) and seen.kinds.get(seen.modules.get(modp, "")) == "IFACE"}
     cells_in = {}  # module name -> [cell's module address]
-    for scope, _, modp in seen.cell_modules:
+    for scope, _, modp, _ in seen.cells:
         cells_in.setdefault(scope, []).append(modp)
-    own_cells = {(scope, name) for scope, name, _ in seen.cell_modules}
+    own_cells = {(scope, name) for scope, name, _, _ in seen.cells}
     passes_ports = {pin[0] for pin in seen.pins for var, _ in pin[3]
                     if var in seen.handles and (seen.handles[var], seen.names[var]) not in own_cells}
     leaves = {name for name in cells_in.keys() | set(seen.modules.values())
@@ -95,12 +95,12 @@ def _private_instances(seen: Seen, tb, design_modules: set) -> set:
 
 
 def _shared_counters(seen: Seen, tb, design_modules: set) -> str | None:
-    inside = {modp for scope, _, modp in seen.cell_modules if not tb(scope) and seen.kinds.get(scope) == "MODULE"
+    inside = {modp for scope, _, modp, _ in seen.cells if not tb(scope) and seen.kinds.get(scope) == "MODULE"
               and seen.kinds.get(seen.modules.get(modp, "")) == "IFACE"}
     # an instance the DUT's own interface port needs is allowed: the testbench has no other choice
     on_dut = {(pin[0], seen.names[var]) for pin in seen.pins if pin[1] in design_modules
               for var, _ in pin[3] if var in seen.handles}
-    for (scope, name, modp), (_, _, where) in zip(seen.cell_modules, seen.cells):
+    for scope, name, modp, where in seen.cells:
         if tb(scope) and modp in inside and (scope, name) not in on_dut:
             return (f"{where}: the testbench's interface instance {name} is of type {seen.modules[modp]}, which the DUT "
                     "instantiates inside itself; Verilator counts one interface type's coverage in one set of "

@@ -20,8 +20,7 @@ from .config import SimConfig
 from .result import SimResult
 from .runtime import RuntimeBuildError
 from .execute import run_binary, score_run
-from .design_check import rtl_host_code, untrusted_rtl
-from .design_check import stage_design
+from .design_check import rtl_host_code, stage_design, untrusted_rtl
 from .simulate import task_facts
 from .verilator_ast import check_ast
 from .svlex import top_modules

@@ -25,7 +25,7 @@ class RunOutcome:
     log: str
     signal: int | None = None  # the signal that ended the command itself, as the jail saw it
     setup_error: str | None = None  # the jail could not set up a required layer; nothing ran
-    over_disk: bool = False  # stopped because its write dirs grew past `disk_mb` in total
+    over_disk: bool = False  # stopped because the dirs of `disk_quota` grew past its total
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def judge(tree: dict, files: dict, design_units: set[str], trusted_rtl: bool,
         else:
             return AstVerdict("rejected", f"{where}: {what} is not allowed (host code; found in Verilator's own "
                               "parse of the testbench)")
-    for scope, name, where in seen.cells:
+    for scope, name, _, where in seen.cells:
         if scope not in design_units and any(c in name for c in ".[] "):
             return AstVerdict("rejected", f"{where}: instance name {name!r} would be read as a hierarchy path; "
                               "use a plain identifier")

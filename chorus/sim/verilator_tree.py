@@ -33,8 +33,7 @@ class Seen:
     refs: list = field(default_factory=list)  # every VARREF/VARXREF: (scope, var, name, where)
     calls: list = field(default_factory=list)  # (scope, TASK/FUNC, name, dotted path, where, enclosing TASK/FUNC)
     pins: list = field(default_factory=list)  # [scope, cell's module address, port VAR, [(var, access)]]
-    cells: list = field(default_factory=list)  # (scope, instance name, where)
-    cell_modules: list = field(default_factory=list)  # (scope, instance name, cell's module or interface)
+    cells: list = field(default_factory=list)  # (scope, instance name, cell's module or interface, where)
     blocks: list = field(default_factory=list)  # named begin/generate blocks: (scope, name, where)
 
 
@@ -73,8 +72,7 @@ def walk(tree: dict, files: dict, std_file: str | None = None) -> Seen:
         elif kind in ("BEGIN", "GENBLOCK") and node.get("name"):
             seen.blocks.append((scope, str(node["name"]), _where(node, files)))
         elif kind == "CELL":
-            seen.cells.append((scope, str(node.get("name", "")), _where(node, files)))
-            seen.cell_modules.append((scope, str(node.get("name", "")), node.get("modp", "")))
+            seen.cells.append((scope, str(node.get("name", "")), node.get("modp", ""), _where(node, files)))
             stack.extend((v, scope, kind_of_scope, in_std, (node.get("modp", ""),), sub) for v in node.values()
                          if isinstance(v, (dict, list)))
             continue
