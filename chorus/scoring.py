@@ -8,7 +8,7 @@ from tqdm import tqdm
 
 from .sim import SimConfig, SimResult
 from .sim.pool import evaluate_many
-from .stimulus.formats import score
+from .stimulus.formats import get_format, score, score_many
 from .tasks.schema import Task
 
 
@@ -40,8 +40,9 @@ def score_completions(tasks: Sequence[Task], completions: Sequence[Sequence[str 
                 where.append((ti, si))
     bar = tqdm(total=len(jobs), desc="simulate", unit="tb", disable=not progress, leave=False)
     fn = functools.partial(score, fmt, options=fmt_options or {})
+    many = functools.partial(score_many, fmt, options=fmt_options or {}) if get_format(fmt).score_many else None
     results = evaluate_many(jobs, cfg, workers, on_result=lambda i, r: bar.update(1), fn=fn,
-                            executor=executor)
+                            executor=executor, fn_many=many)
     bar.close()
     by_pos = dict(zip(where, results))
     return [result_row(tasks[ti], si, by_pos.get((ti, si)), cfg.strict_instance)

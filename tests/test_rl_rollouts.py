@@ -66,10 +66,13 @@ def test_a_group_with_one_reward_everywhere_is_dropped_by_dynamic_sampling(tiny_
 
 
 def _score_or_die(task, gen, cfg):
-    """A scoring function whose worker process dies on one marked sample (a segfaulting simulator)."""
+    """A scoring function whose worker process dies on one marked sample (a segfaulting simulator);
+    given a task's group of samples (a vectors job), it scores them in turn and dies on that one too."""
     import os
 
     from chorus.sim.result import SimResult
+    if isinstance(gen, list):
+        return [_score_or_die(task, g, cfg) for g in gen]
     if "DIE" in gen.text:
         os._exit(1)
     return SimResult("rejected", "scored by the test")

@@ -16,20 +16,37 @@ from ..policy.parsing import parse_completion
 from ..policy.prompts import render_prompt
 from ..scoring import result_row
 from ..sim import SimConfig, SimResult
-from ..sim.pool import make_pool, settled
-from ..stimulus.formats import score
+from ..sim.pool import make_pool, settled, submit_group
+from ..stimulus.formats import get_format, score_many
 from ..tasks.schema import Task
 
 
 def parsed_job(fmt: str, options: dict, task: Task, gen: Generation, cfg: SimConfig) -> SimResult:
     """Parse a generation and score it (runs in a worker). A failed parse is a status, not an error."""
-    parsed = parse_completion(gen.text, fmt)
-    cut = "the generation hit max_new_tokens; " if gen.finish_reason == "length" else ""
-    if parsed.code is None:
-        return SimResult("empty", f"{cut}no stimulus block found (parse status {parsed.status})")
-    result = score(fmt, task, parsed.code, cfg, options)
-    result.reason = f"{cut}{result.reason}"
-    return result
+    return parsed_jobs(fmt, options, task, [gen], cfg)[0]
+
+
+def parsed_jobs(fmt: str, options: dict, task: Task, gens: list[Generation], cfg: SimConfig) -> list[SimResult]:
+    """parsed_job for several generations of one task, scored together (formats.score_many)."""
+    parsed = [parse_completion(g.text, fmt) for g in gens]
+    cuts = ["the generation hit max_new_tokens; " if g.finish_reason == "length" else "" for g in gens]
+    runnable = [i for i, p in enumerate(parsed) if p.code is not None]
+    scored = dict(zip(runnable, score_many(fmt, task, [parsed[i].code for i in runnable], cfg, options)))
+    results = []
+    for i, (p, cut) in enumerate(zip(parsed, cuts)):
+        r = scored.get(i) or SimResult("empty", f"no stimulus block found (parse status {p.status})")
+        r.reason = f"{cut}{r.reason}"
+        results.append(r)
+    return results
+
+
+def submit_scoring(pool, fmt: str, options: dict, task: Task, gens: list[Generation], cfg: SimConfig) -> list:
+    """One future per generation: a format that scores samples together (vectors) gets them as one
+    job, any other one job each (so its samples spread over the workers)."""
+    job = functools.partial(parsed_job, fmt, options)
+    if get_format(fmt).score_many is None:
+        return [pool.submit(job, task, g, cfg) for g in gens]
+    return submit_group(pool, functools.partial(parsed_jobs, fmt, options), task, gens, cfg, job)
 
 
 def generation_row(task: Task, sample: int, gen: Generation, result: SimResult, cfg: SimConfig, round_: int = 0,
@@ -50,7 +67,6 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
     """n samples per task, simulated as they finish generating; `on_progress(done, total)` hears
     after each generation batch how many of the samples are generated."""
     options = fmt_options or {}
-    job = functools.partial(parsed_job, fmt, options)
     prompts = [render_prompt(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
     pending, generated = [], []
     bar = tqdm(total=len(tasks) * n_samples, desc="generate", unit="sample", disable=not progress, leave=False)
@@ -63,13 +79,14 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
                 for j, g in enumerate(samples):
                     g.meta["parse_status"] = parse_completion(g.text, fmt).status
                     generated.append((i, j, g))
-                    if overlap:
-                        pending.append(pool.submit(job, tasks[i], g, cfg))
                     bar.update(1)
+                if overlap:
+                    pending += submit_scoring(pool, fmt, options, tasks[i], samples, cfg)
             if on_progress:
                 on_progress(len(generated), len(tasks) * n_samples)
         if not overlap:
-            pending = [pool.submit(job, tasks[i], g, cfg) for i, j, g in generated]
+            for i in sorted({i for i, _, _ in generated}):
+                pending += submit_scoring(pool, fmt, options, tasks[i], [g for k, _, g in generated if k == i], cfg)
         results = [settled(f) for f in pending]
     bar.close()
     return [generation_row(tasks[i], j, g, r, cfg, 0, prompts[i].note) for (i, j, g), r in zip(generated, results)]

@@ -5,7 +5,6 @@ Generation runs a few prompts at a time; each finished group goes to the simulat
 so simulating one group overlaps with generating the next."""
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -15,7 +14,7 @@ import torch
 from ..policy.engines import SamplingParams
 from ..policy.parsing import parse_completion
 from ..policy.prompts import render_prompt
-from ..protocol.direct import parsed_job
+from ..protocol.direct import submit_scoring
 from ..sim import SimConfig
 from ..sim.pool import settled
 from .advantages import ADVANTAGES
@@ -52,7 +51,6 @@ class RolloutSpec:
 
 def sample_groups(tasks, engine, tokenizer, pool, spec: RolloutSpec, seed: int) -> tuple[list[list[dict]], dict]:
     """G samples per task, scored; returns the groups and timings (generation, simulation wait)."""
-    job = functools.partial(parsed_job, spec.fmt, {})
     t_gen, pending = 0.0, []
     for start in range(0, len(tasks), spec.prompts_per_generate):
         chunk = tasks[start:start + spec.prompts_per_generate]
@@ -62,7 +60,7 @@ def sample_groups(tasks, engine, tokenizer, pool, spec: RolloutSpec, seed: int) 
                                params=SamplingParams(**{**spec.params.__dict__, "seed": seed + start}))
         t_gen += time.monotonic() - t0
         for t, p, group in zip(chunk, prompts, gens):
-            pending.append((t, p, group, [pool.submit(job, t, g, spec.sim) for g in group]))
+            pending.append((t, p, group, submit_scoring(pool, spec.fmt, {}, t, group, spec.sim)))
     t0 = time.monotonic()
     groups = []
     for t, p, group, futs in pending:

@@ -26,33 +26,64 @@ from .process import Jail, RunOutcome, run_limited
 from .result import SimResult
 
 _HEAD = re.compile(rb"chorus-result 1\nstatus (\{[^\n]{0,400}\})\ncoverage (\d{1,10})\n")
+_BEGIN = re.compile(rb"begin (\d{1,9})\n")
 RESULT_FILE = "result"
 
 
 @dataclass
 class RunRecord:
-    """What the simulated process returned: its end reason and coverage text, or why not."""
+    """What the simulated process returned for one program: its end reason, coverage text and the
+    byte range of the shared log its output fills; or why not."""
     end: str | None
     coverage: str | None
     problem: str | None = None
+    log: tuple[int, int] | None = None
+
+
+def parse_result_stream(data: bytes) -> tuple[list[RunRecord], bool]:
+    """The records of the programs that finished, in order, and whether one more had begun (it was
+    in flight when the stream ended). Each program writes `begin <i>` and then one frame
+    (csrc/chorus_main.cpp); anything else ends the stream there: the program it belongs to has a
+    record with a `problem`, and nothing after it is read."""
+    records, at = [], 0
+    while at < len(data):
+        b = _BEGIN.match(data, at)
+        if not b or int(b.group(1)) != len(records):
+            records.append(RunRecord(None, None, "the result stream is malformed"))
+            return records, False
+        at = b.end()
+        if at == len(data):
+            return records, True
+        m = _HEAD.match(data, at)
+        if not m:
+            records.append(RunRecord(None, None, "the result stream is malformed"))
+            return records, False
+        n = int(m.group(2))
+        body = data[m.end():m.end() + n]
+        if len(body) != n or data[m.end() + n:m.end() + n + 4] != b"end\n":
+            records.append(RunRecord(None, None, "the result stream has extra or missing bytes (written twice?)"))
+            return records, False
+        at = m.end() + n + 4
+        try:
+            status = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            records.append(RunRecord(None, None, "the result status is malformed"))
+            return records, False
+        end, log = status.get("end"), status.get("log")
+        span = (int(log[0]), int(log[1])) if isinstance(log, list) and len(log) == 2 and all(
+            isinstance(x, int) and x >= 0 for x in log) else None
+        records.append(RunRecord(end if isinstance(end, str) else None, body.decode("utf-8", "replace"), log=span))
+    return records, False
 
 
 def parse_result_frame(data: bytes) -> RunRecord:
-    if not data:
+    """The one program of a solo run: exactly one `begin` and one frame, or why not."""
+    records, in_flight = parse_result_stream(data)
+    if not records:
         return RunRecord(None, None, "no result written")
-    m = _HEAD.match(data)
-    if not m:
-        return RunRecord(None, None, "the result stream is malformed")
-    n = int(m.group(2))
-    body = data[m.end():m.end() + n]
-    tail = data[m.end() + n:]
-    if len(body) != n or tail != b"end\n":
+    if len(records) > 1 or in_flight:
         return RunRecord(None, None, "the result stream has extra or missing bytes (written twice?)")
-    try:
-        end = json.loads(m.group(1)).get("end")
-    except json.JSONDecodeError:
-        return RunRecord(None, None, "the result status is malformed")
-    return RunRecord(end if isinstance(end, str) else None, body.decode("utf-8", "replace"))
+    return records[0]
 
 
 def jail_for(cfg: SimConfig, cache_root: Path, policy: Policy) -> Jail:
@@ -60,34 +91,54 @@ def jail_for(cfg: SimConfig, cache_root: Path, policy: Policy) -> Jail:
 
 
 def launch(cfg: SimConfig, cache_root: Path, binary: Path, args: list[str], run: Path, out: Path,
-           env: dict[str, str], policy: Policy, pass_fds: tuple[int, ...] = ()) -> RunOutcome:
-    """One jailed simulation of `binary` in `run`, under the simulator's limits (every format)."""
+           env: dict[str, str], policy: Policy, pass_fds: tuple[int, ...] = (), progress: Path | None = None,
+           programs: int = 1) -> RunOutcome:
+    """One jailed simulation of `binary` in `run`, under the simulator's limits (every format). A
+    process of several programs has each one's limits: wall clock per program (`progress` is the
+    file that grows as each ends), CPU for all of them."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C", **env}
     cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", *args]
     return run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
-                       mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=cfg.run_timeout_s + 5,
-                       jail=jail_for(cfg, cache_root, policy), pass_fds=pass_fds)
+                       mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=(cfg.run_timeout_s + 5) * programs,
+                       jail=jail_for(cfg, cache_root, policy), pass_fds=pass_fds, progress=progress,
+                       total_timeout_s=(cfg.run_timeout_s * programs + 5) if programs > 1 else None)
 
 
 def run_binary(cfg: SimConfig, cache_root: Path, binary: Path, workdir: Path,
-               inputs: dict[str, str]) -> tuple[RunOutcome, RunRecord]:
-    """Run `binary` with `workdir/run` as a fresh tmpfs and `inputs` readable in `workdir/in`."""
+               inputs: list[dict[str, str]]) -> tuple[RunOutcome, bytes]:
+    """Run `binary` over len(inputs) programs (at least one) with `workdir/run` as a fresh tmpfs;
+    program i reads its `inputs[i]` as `../in/<i>/<name>`. Returns the outcome and the result stream
+    (empty when the run timed out as a whole or could not be set up)."""
     run, inp, out = workdir / "run", workdir / "in", workdir / "out"
     for d in (run, inp, out):
         d.mkdir(exist_ok=True)
-    for name, text in inputs.items():
-        (inp / name).write_text(text)
+    for i, files in enumerate(inputs or [{}]):
+        (inp / str(i)).mkdir()
+        for name, text in files.items():
+            (inp / str(i) / name).write_text(text)
     policy = Policy(read=(str(binary.parent), str(inp)), scratch=str(run), quota_mb=cfg.disk_quota_mb,
                     chdir=str(run), strict=True)
+    n = max(1, len(inputs))
     fd = os.open(out / RESULT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        env = {"CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns)), "CHORUS_RESULT_FD": str(fd)}
-        r = launch(cfg, cache_root, binary, [], run, out, env, policy, pass_fds=(fd,))
+        env = {"CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns)), "CHORUS_RESULT_FD": str(fd),
+               "CHORUS_PROGRAMS": str(n)}
+        r = launch(cfg, cache_root, binary, [], run, out, env, policy, pass_fds=(fd,),
+                   progress=out / RESULT_FILE if n > 1 else None, programs=n)
     finally:
         os.close(fd)
+    if (r.timed_out and n == 1) or r.setup_error:
+        return r, b""
+    return r, (out / RESULT_FILE).read_bytes()
+
+
+def run_solo(cfg: SimConfig, cache_root: Path, binary: Path, workdir: Path,
+             inputs: dict[str, str] | None = None) -> tuple[RunOutcome, RunRecord]:
+    """One program: its outcome and record (no record when it timed out or could not start)."""
+    r, data = run_binary(cfg, cache_root, binary, workdir, [inputs or {}])
     if r.timed_out or r.setup_error:
         return r, RunRecord(None, None)
-    return r, parse_result_frame((out / RESULT_FILE).read_bytes())
+    return r, parse_result_frame(data)
 
 
 def score_run(task: Task, cfg: SimConfig, r: RunOutcome, rec: RunRecord, facts, seconds: dict,

@@ -19,7 +19,8 @@ from .cache import ResultCache, default_cache_root
 from .config import SimConfig
 from .result import SimResult
 from .runtime import RuntimeBuildError
-from .execute import run_binary, score_run
+from .batch import run_programs
+from .execute import score_run
 from .design_check import rtl_host_code, stage_design, untrusted_rtl
 from .simulate import task_facts
 from .verilator_ast import check_ast
@@ -129,28 +130,38 @@ def _build_into(task, harness_sv, cfg, tc, root, binary: Path) -> SimResult | No
 
 def run_harness(task: Task, harness_sv: str, files: dict[str, str], cfg: SimConfig | None = None,
                 cache_tag: str = "") -> SimResult:
-    """Run the design's prebuilt harness with `files` readable as `../in/<name>` from its working directory."""
+    """Run the design's prebuilt harness with `files` readable as `../in/0/<name>` from its working directory."""
+    return run_harness_many(task, harness_sv, [files], cfg, cache_tag)[0]
+
+
+def run_harness_many(task: Task, harness_sv: str, programs: list[dict[str, str]], cfg: SimConfig | None = None,
+                     cache_tag: str = "") -> list[SimResult]:
+    """One result per program (its files), each what it gets alone (batch.run_programs), from as few
+    simulator processes as the programs allow; cached results answer first."""
     cfg = cfg or SimConfig()
     t0 = time.monotonic()
     cache = ResultCache(default_cache_root(cfg.cache_dir), cfg.cache_max_gb) if cfg.cache else None
-    key = None
+    keys: list[str | None] = [None] * len(programs)
+    results: list[SimResult | None] = [None] * len(programs)
     if cache:
-        tc = find_toolchain()
-        key = hashlib.sha256(repr((harness_key(task, harness_sv, cfg, tc.version), task.instance,
-                                   sorted(files.items()), cache_tag)).encode()).hexdigest()
-        if hit := cache.get(key):
-            return hit
+        base = harness_key(task, harness_sv, cfg, find_toolchain().version)
+        for i, files in enumerate(programs):
+            keys[i] = hashlib.sha256(repr((base, task.instance, sorted(files.items()), cache_tag)).encode()).hexdigest()
+            results[i] = cache.get(keys[i])
+    todo = [i for i, r in enumerate(results) if r is None]
+    if not todo:
+        return results  # type: ignore[return-value]
     binary, failure = ensure_harness(task, harness_sv, cfg)
     if failure is not None:
-        return failure
-    workdir = new_workdir("run")
-    try:
-        r, rec = run_binary(cfg, default_cache_root(cfg.cache_dir), binary, workdir, files)
-        result = score_run(task, cfg, r, rec, task_facts(task), {})
-    finally:
-        if not cfg.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    result.seconds["total"] = round(time.monotonic() - t0, 4)
-    if cache and key and result.status != "harness_error":
-        cache.put(key, result)
-    return result
+        for i in todo:
+            results[i] = failure
+        return results  # type: ignore[return-value]
+    runs = run_programs(cfg, default_cache_root(cfg.cache_dir), binary, [programs[i] for i in todo])
+    facts = task_facts(task)
+    for i, (r, rec) in zip(todo, runs):
+        result = score_run(task, cfg, r, rec, facts, {})
+        result.seconds["total"] = round((time.monotonic() - t0) / len(todo), 4)
+        if cache and keys[i] and result.status != "harness_error":
+            cache.put(keys[i], result)
+        results[i] = result
+    return results  # type: ignore[return-value]

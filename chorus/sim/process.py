@@ -40,14 +40,19 @@ class Jail:
 def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path,
                 mem_mb: int, file_mb: int, cpu_s: float | None = None, jail: Jail | None = None,
                 pass_fds: tuple[int, ...] = (), stdout_path: Path | None = None,
-                disk_quota: tuple[int, tuple[Path, ...]] | None = None) -> RunOutcome:
+                disk_quota: tuple[int, tuple[Path, ...]] | None = None, progress: Path | None = None,
+                total_timeout_s: float | None = None) -> RunOutcome:
     """Run `cmd` in its own process group with rlimits, isolated by `jail`; kill the whole
     tree on timeout. Returns only when every process of the command has exited.
 
     `disk_quota` (MB, dirs): a total for everything under those dirs (RLIMIT_FSIZE bounds each file
     only): a watcher sums them every DISK_POLL_S and kills the tree past it, so the overshoot is
     what the command can write in that time. (A run's own scratch dir is a tmpfs of exactly its
-    quota; a build's output must outlive its jail, so it is watched instead.)"""
+    quota; a build's output must outlive its jail, so it is watched instead.)
+
+    `progress` (a file the command appends to as it finishes pieces of work, e.g. the programs of a
+    batch): `timeout_s` then limits each piece, the time the file goes without growing, and
+    `total_timeout_s` the whole command."""
     over_disk, done = threading.Event(), threading.Event()
 
     def limits() -> None:
@@ -72,7 +77,7 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
     if jail is not None and jail.mode != "off":
         report_r, report_w = os.pipe()
         try:
-            cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w, timeout_s), *cmd]
+            cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w, total_timeout_s or timeout_s), *cmd]
         except IsolationError as exc:
             os.close(report_r)
             os.close(report_w)
@@ -92,9 +97,12 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
             # A jail enforces the limit itself and returns only when the tree is dead; this timer
             # is then only the backstop for a jail that cannot.
             grace = JAIL_GRACE_S if report_r is not None else 0.0
-            timer = threading.Timer(timeout_s + grace, kill_group, args=(proc.pid,))
+            timer = threading.Timer((total_timeout_s or timeout_s) + grace, kill_group, args=(proc.pid,))
             timer.daemon = True
             timer.start()
+            if progress is not None:
+                threading.Thread(target=_watch_stall, daemon=True, args=(
+                    progress, timeout_s, proc.pid, fired, done)).start()
             if disk_quota is not None:
                 threading.Thread(target=_watch_disk, daemon=True, args=(
                     disk_quota[1], disk_quota[0] << 20, proc.pid, over_disk, done)).start()
@@ -122,6 +130,23 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
 
 
 DISK_POLL_S = 0.2
+STALL_POLL_S = 0.02
+
+
+def _watch_stall(path: Path, limit_s: float, pid: int, fired: threading.Event, done: threading.Event) -> None:
+    """Kill the tree once `path` has not grown for `limit_s` (the piece in flight is over its time)."""
+    size, since = -1, time.monotonic()
+    while not done.wait(STALL_POLL_S):
+        try:
+            now_size = path.stat().st_size
+        except OSError:
+            now_size = -1
+        if now_size != size:
+            size, since = now_size, time.monotonic()
+        elif time.monotonic() - since > limit_s:
+            fired.set()
+            _killpg(pid)
+            return
 
 
 def _watch_disk(dirs: tuple[Path, ...], limit: int, pid: int, over: threading.Event, done: threading.Event) -> None:
@@ -170,13 +195,22 @@ def _killpg(pid: int) -> None:
 def trim_log(path: Path, head: int = 6000, tail: int = 6000) -> str:
     """First and last few KB of a log: enough to diagnose, never gigabytes."""
     try:
-        size = path.stat().st_size
+        return trim_range(path, 0, path.stat().st_size, head, tail)
+    except OSError:
+        return ""
+
+
+def trim_range(path: Path, start: int, end: int, head: int = 6000, tail: int = 6000) -> str:
+    """trim_log of the bytes [start, end) of `path` (one program's part of a shared log)."""
+    size = max(0, end - start)
+    try:
         with open(path, "rb") as f:
+            f.seek(start)
             if size <= head + tail:
-                return f.read().decode("utf-8", "replace")
+                return f.read(size).decode("utf-8", "replace")
             first = f.read(head)
-            f.seek(size - tail)
-            last = f.read()
+            f.seek(end - tail)
+            last = f.read(tail)
     except OSError:
         return ""
     skipped = size - head - tail

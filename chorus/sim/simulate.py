@@ -16,7 +16,7 @@ from .build import build, build_fingerprint
 from .cache import ResultCache, default_cache_root, result_key
 from .config import SimConfig
 from .design import design_facts
-from .execute import run_binary, score_run
+from .execute import run_solo, score_run
 from .result import SimResult
 from .runtime import RuntimeBuildError
 from . import safety, svlex
@@ -99,7 +99,7 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         seconds = {"build": round(b.seconds, 4)}
         if b.status != "ok":
             return _blame(task, tc, cfg, root, b.status, b.reason, b.log, seconds)
-        r, rec = run_binary(cfg, root, b.binary, workdir, {})
+        r, rec = run_solo(cfg, root, b.binary, workdir)
         return score_run(task, cfg, r, rec, facts, seconds, b.log)
     finally:
         if not cfg.keep_workdir:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..sim import SimConfig, SimResult, simulate
-from ..sim.prebuilt import run_harness
+from ..sim.prebuilt import run_harness_many
 from ..sim.svlex import tokenize
 from ..tasks.schema import Task
 from . import cocotb_stimulus
@@ -27,6 +27,8 @@ class Format:
     name: str
     score: Callable[[Task, str | None, SimConfig, dict], SimResult]
     render: Callable[[Task, Program, dict], str]
+    # Several samples of one task at once, each result what `score` gives it (None: one at a time).
+    score_many: Callable[[Task, list[str | None], SimConfig, dict], list[SimResult]] | None = None
 
 
 def _testbench_score(task, completion, cfg, opts):
@@ -91,11 +93,19 @@ def vectors_data(task: Task, text: str | None, opts: dict) -> str | SimResult:
 
 
 def _vectors_score(task, completion, cfg, opts):
-    data = vectors_data(task, completion, opts)
-    if isinstance(data, SimResult):
-        return data
-    harness = vectors_harness(task, alias_map(task), opts.get("reset_cycles", 2))
-    return run_harness(task, harness, {"stim.dat": data}, cfg)
+    return _vectors_score_many(task, [completion], cfg, opts)[0]
+
+
+def _vectors_score_many(task, completions, cfg, opts):
+    """All of a task's samples through one simulator process (prebuilt.run_harness_many)."""
+    results = [_guarded("vectors", vectors_data, task, c, opts) for c in completions]
+    runnable = [i for i, r in enumerate(results) if not isinstance(r, SimResult)]
+    if runnable:
+        harness = vectors_harness(task, alias_map(task), opts.get("reset_cycles", 2))
+        ran = run_harness_many(task, harness, [{"stim.dat": results[i]} for i in runnable], cfg)
+        for i, r in zip(runnable, ran):
+            results[i] = r
+    return results
 
 
 def _vectors_render(task, program, opts):
@@ -105,7 +115,7 @@ def _vectors_render(task, program, opts):
 FORMATS: dict[str, Format] = {
     "testbench": Format("testbench", _testbench_score, _testbench_render),
     "body": Format("body", _body_score, _body_render),
-    "vectors": Format("vectors", _vectors_score, _vectors_render),
+    "vectors": Format("vectors", _vectors_score, _vectors_render, _vectors_score_many),
     "cocotb": Format("cocotb", cocotb_stimulus.score, cocotb_stimulus.render),
 }
 
@@ -117,14 +127,30 @@ def get_format(name: str) -> Format:
 
 
 def score(fmt: str, task: Task, completion: str | None, cfg: SimConfig, options: dict | None = None) -> SimResult:
-    """Score one completion in format `fmt` (module-level so worker processes can run it).
+    """Score one completion in format `fmt` (module-level so worker processes can run it)."""
+    return _guarded(fmt, get_format(fmt).score, task, completion, cfg, options or {})
 
-    A sample too deep or too large for a parser is that sample's compile_error, never an
-    exception that ends the evaluation of every other sample."""
-    if completion is not None:
-        completion = completion.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be written
+
+def score_many(fmt: str, task: Task, completions: list[str | None], cfg: SimConfig,
+               options: dict | None = None) -> list[SimResult]:
+    """Score several completions for one task; each result is what `score` gives it alone. A format
+    with a batched path (vectors) simulates them in one process."""
+    f = get_format(fmt)
+    if f.score_many is None or len(completions) < 2:
+        return [score(fmt, task, c, cfg, options) for c in completions]
+    return f.score_many(task, [_writable(c) for c in completions], cfg, options or {})
+
+
+def _writable(completion: str | None) -> str | None:
+    # lone surrogates cannot be written
+    return None if completion is None else completion.encode("utf-8", "replace").decode("utf-8")
+
+
+def _guarded(fmt: str, fn, task: Task, completion: str | None, *rest):
+    """`fn` on one sample; a sample too deep or too large for a parser is that sample's
+    compile_error, never an exception that ends the evaluation of every other sample."""
     try:
-        return get_format(fmt).score(task, completion, cfg, options or {})
+        return fn(task, _writable(completion), *rest)
     except (RecursionError, MemoryError) as exc:
         return SimResult("compile_error", f"the {fmt} sample is too deeply nested or too large to parse "
                          f"({type(exc).__name__})")

@@ -61,16 +61,26 @@ _ITEM_SPLIT = re.compile(r"[\s,;]+")
 # ASCII digits only, and at most 9 of them: `x²` or a 5000-digit count is a malformed line.
 _REPEAT = re.compile(r"[x*][0-9]{1,9}")
 _COUNT = re.compile(r"[0-9]{1,9}")
-_ASSIGN = re.compile(r"([=:])")
+_SPACED_ASSIGN = re.compile(r"\s[=:]|[=:]\s")
+
+
+def _assign_mark(m: re.Match) -> str:
+    return m.group(1)
 _VALUE = re.compile(r"^(?:([0-9]+)?'([sS])?([bBoOdDhH]))?([0-9a-fA-FxXzZ_?]{1,1024})$")
 _DECIMAL = re.compile(r"[0-9]{1,1024}")
+
+
+_RANDOM_WORDS = frozenset(("?", "rand", "random", "$urandom", "$random"))
+_HEX = re.compile(r"0x[0-9a-f]{1,256}")
 
 
 def parse_value(text: str) -> int | None:
     t = text.strip().lower().replace("_", "")
     if _DECIMAL.fullmatch(t):
         return int(t)
-    if t in ("?", "rand", "random", "$urandom", "$random"):
+    if _HEX.fullmatch(t):  # the common case, answered without int()'s error path
+        return int(t, 16)
+    if t in _RANDOM_WORDS:
         return RANDOM
     try:
         if t.startswith(("0x", "0b", "0o")):
@@ -100,10 +110,31 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
         line = raw.split("#", 1)[0].split("//", 1)[0].strip().lower()
         if not line:
             continue
-        items = [i for i in _ITEM_SPLIT.split(_AROUND_ASSIGN.sub(r"\1", line)) if i]
+        if _SPACED_ASSIGN.search(line):
+            line = _AROUND_ASSIGN.sub(_assign_mark, line)
+        items = [i for i in _ITEM_SPLIT.split(line) if i]
         assigns, cycles, reset = {}, 1, False  # an input set twice on one line keeps its last value
         for item in items:
-            if _REPEAT.fullmatch(item):
+            # An assignment first (most items are): no other kind of item holds `=` or `:`.
+            if "=" in item or ":" in item:
+                eq, colon = item.find("="), item.find(":")
+                cut = eq if colon < 0 or 0 <= eq < colon else colon
+                name, value = item[:cut], item[cut + 1:]
+                if name not in drivable:
+                    raise VectorsError(f"line {n}: unknown alias {name!r}; this design takes {_alias_names(amap)}")
+                if _HEX.fullmatch(value):  # the usual forms, read without parse_value's general path
+                    v = int(value, 16)
+                elif _DECIMAL.fullmatch(value):
+                    v = int(value)
+                else:
+                    try:
+                        v = parse_value(value)
+                    except ValueError:
+                        raise VectorsError(f"line {n}: cannot read value {value!r} for {name} "
+                                           "(use 12, 0x1f, 0b101, 8'hff or ?)") from None
+                assigns.pop(name, None)
+                assigns[name] = v if v is RANDOM else v & ((1 << drivable[name].width) - 1)
+            elif _REPEAT.fullmatch(item):
                 cycles = int(item[1:])
             elif item in (".", "wait", "hold", "nop"):
                 continue
@@ -111,17 +142,6 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
                 cycles = int(item)
             elif item in ("rst", "reset", "rst_n"):
                 reset = True
-            elif "=" in item or ":" in item:
-                name, _, value = _ASSIGN.split(item, maxsplit=1)
-                if name not in drivable:
-                    raise VectorsError(f"line {n}: unknown alias {name!r}; this design takes {_alias_names(amap)}")
-                try:
-                    v = parse_value(value)
-                except ValueError:
-                    raise VectorsError(f"line {n}: cannot read value {value!r} for {name} "
-                                       "(use 12, 0x1f, 0b101, 8'hff or ?)") from None
-                assigns.pop(name, None)
-                assigns[name] = v if v is RANDOM else v & ((1 << drivable[name].width) - 1)
             else:
                 raise VectorsError(f"line {n}: cannot read {item!r}; write `in0=5 x3`, `rst x2` or `. x10`")
         if cycles < 1:

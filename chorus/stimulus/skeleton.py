@@ -70,12 +70,14 @@ def body_testbench(task: Task, amap: AliasMap, body: str, reset_cycles: int = 2,
     return "\n".join(lines)
 
 
-def vectors_harness(task: Task, amap: AliasMap, reset_cycles: int = 2, data_file: str = "../in/stim.dat") -> str:
-    """Reads records `<cycles> <reset> <n> (<input index> <hex value>)*` from `data_file`."""
+def vectors_harness(task: Task, amap: AliasMap, reset_cycles: int = 2) -> str:
+    """Reads records `<cycles> <reset> <n> (<input index> <hex value>)*` from `../in/<i>/stim.dat`,
+    where i is the program's number in its batch (the driver's +chorus_program=i; 0 alone)."""
     width = max([a.width for a in amap.inputs] + [1])
     lines = prelude(task, amap)
-    lines += ["  integer fd, cyc, rs, n, k, idx, code;", f"  logic [{width - 1}:0] val;",
-              "  initial begin : chorus_vectors", f'    fd = $fopen("{data_file}", "r");']
+    lines += ["  integer fd, cyc, rs, n, k, idx, code, prog;", f"  logic [{width - 1}:0] val;",
+              "  initial begin : chorus_vectors", '    if (!$value$plusargs("chorus_program=%d", prog)) prog = 0;',
+              '    fd = $fopen($sformatf("../in/%0d/stim.dat", prog), "r");']
     lines += reset_sequence(amap, reset_cycles)
     lines += ["    if (fd != 0) begin", "      forever begin",
               '        code = $fscanf(fd, "%d %d %d", cyc, rs, n);', "        if (code != 3) break;",

@@ -5,10 +5,18 @@
 // module unless forcePerInstance is set. The coverage and status files live outside the
 // testbench's working directory; their paths arrive by environment so the design cannot
 // name them.
+//
+// Batches: CHORUS_PROGRAMS=N runs N programs one after another in this process (a prebuilt
+// harness reading stimulus as data: program i gets +chorus_program=i). Each program gets a new
+// VerilatedContext and a new model, so its state, its random seed, its open files and its
+// coverage counters start exactly as in a process of its own; the working directory is emptied
+// between programs. The result stream is, per program, "begin <i>\n" when it starts and one frame
+// when it ends, so the caller knows which program was in flight if the process dies.
 #include "Vtb.h"
 #include "verilated.h"
 #include "verilated_cov.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,13 +25,17 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 static volatile std::sig_atomic_t g_output_limit = 0;
 static VerilatedContext* g_ctx = nullptr;
 static int g_result_fd = -1;
 static bool g_written = false;
+static int g_program = 0;
+static long long g_log_start = 0;
 // Coverage is staged in the working directory (Verilator writes it by file name only). Space
 // for it is reserved before any testbench code runs, so a testbench that fills its disk quota
 // still leaves room for its coverage.
@@ -42,10 +54,20 @@ static bool write_all(int fd, const char* p, size_t n) {
     return true;
 }
 
+// Where the shared log (stdout and stderr, one open file) stands now: each program's output is
+// the byte range between two such offsets, so the caller can tell one program's output from the next.
+static long long log_offset() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const off_t at = ::lseek(STDOUT_FILENO, 0, SEEK_CUR);
+    return at < 0 ? -1 : (long long)at;
+}
+
 static void write_results(const char* reason) {
-    if (g_written || !g_ctx) return;
+    if (g_written || !g_ctx || g_result_fd < 0) return;
     g_written = true;
     std::signal(SIGXFSZ, SIG_IGN);
+    const long long log_end = log_offset();
     // Unlink, not truncate: whatever stands at that name now (the reserve, or something else the
     // testbench put there) is replaced by the regular file Verilator creates, and only a regular
     // file is read back.
@@ -63,46 +85,62 @@ static void write_results(const char* reason) {
         ::close(fd);
     }
     ::unlink(kStage);
-    char status[256];
+    char status[320];
     std::snprintf(status, sizeof status,
-                  "{\"end\": \"%s\", \"time\": %llu, \"precision\": %d, \"errors\": %d}",
+                  "{\"end\": \"%s\", \"time\": %llu, \"precision\": %d, \"errors\": %d, \"program\": %d, "
+                  "\"log\": [%lld, %lld]}",
                   reason, (unsigned long long)g_ctx->time(), (int)g_ctx->timeprecision(),
-                  (int)g_ctx->errorCount());
+                  (int)g_ctx->errorCount(), g_program, g_log_start, log_end);
     std::string frame = std::string("chorus-result 1\nstatus ") + status + "\ncoverage "
                         + std::to_string(cov.size()) + "\n" + cov + "end\n";
     write_all(g_result_fd, frame.data(), frame.size());
-    ::close(g_result_fd);
-    g_result_fd = -1;
 }
 
 static void on_exit_cb(void*) { write_results("fatal"); }
 
-int main(int argc, char** argv) {
-    const char* fd_s = std::getenv("CHORUS_RESULT_FD");
-    const char* max_ns_s = std::getenv("CHORUS_MAX_TIME_NS");
-    if (!fd_s) {
-        std::fprintf(stderr, "chorus_main: CHORUS_RESULT_FD must be set\n");
-        return 2;
+// Everything a program left in the working directory goes before the next one starts, so no
+// program can read what another wrote. False if anything could not be removed.
+static bool empty_dir(int dirfd) {
+    DIR* d = ::fdopendir(dirfd);
+    if (!d) return false;
+    bool ok = true;
+    std::vector<std::string> names;
+    while (struct dirent* e = ::readdir(d)) {
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
     }
-    g_result_fd = std::atoi(fd_s);
-    if (::fcntl(g_result_fd, F_SETFD, FD_CLOEXEC) != 0) {
-        std::fprintf(stderr, "chorus_main: CHORUS_RESULT_FD is not an open descriptor\n");
-        return 2;
+    for (const std::string& name : names) {
+        if (::unlinkat(dirfd, name.c_str(), 0) == 0) continue;
+        ::fchmodat(dirfd, name.c_str(), 0700, AT_SYMLINK_NOFOLLOW);
+        int sub = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0 || !empty_dir(sub) || ::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0) ok = false;
     }
-    const double max_ns = max_ns_s ? std::atof(max_ns_s) : 1e7;
-    unsetenv("CHORUS_RESULT_FD");
-    std::signal(SIGXFSZ, SIG_IGN);  // a reserve above the file-size limit just fails
-    if (int fd = ::open(kStage, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) {
-        ::posix_fallocate(fd, 0, kReserve);
-        ::close(fd);
-    }
-    std::signal(SIGXFSZ, on_xfsz);
+    ::closedir(d);  // closes dirfd
+    return ok;
+}
 
+static bool fresh_scratch() {
+    const int fd = ::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || !empty_dir(fd)) return false;
+    std::signal(SIGXFSZ, SIG_IGN);  // a reserve above the file-size limit just fails
+    if (int r = ::open(kStage, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600); r >= 0) {
+        ::posix_fallocate(r, 0, kReserve);
+        ::close(r);
+    }
+    g_output_limit = 0;
+    std::signal(SIGXFSZ, on_xfsz);
+    return true;
+}
+
+static bool run_program(int program, const std::vector<const char*>& args, double max_ns) {
+    const std::string arg = "+chorus_program=" + std::to_string(program);
+    std::vector<const char*> argv(args);
+    argv.push_back(arg.c_str());
     const std::unique_ptr<VerilatedContext> contextp{new VerilatedContext};
     g_ctx = contextp.get();
-    contextp->commandArgs(argc, argv);
+    g_written = false;
+    g_program = program;
+    contextp->commandArgs((int)argv.size(), argv.data());
     contextp->fatalOnError(false);
-    Verilated::addExitCb(on_exit_cb, nullptr);
     const std::unique_ptr<Vtb> top{new Vtb{contextp.get(), "TOP"}};
 
     const double ticks_per_ns = std::pow(10.0, -9 - (int)contextp->timeprecision());
@@ -120,6 +158,40 @@ int main(int argc, char** argv) {
     if (contextp->gotFinish() && contextp->gotError()) reason = "stop";
     top->final();
     write_results(reason);
+    g_ctx = nullptr;
+    return !g_output_limit;
+}
+
+int main(int argc, char** argv) {
+    const char* fd_s = std::getenv("CHORUS_RESULT_FD");
+    const char* max_ns_s = std::getenv("CHORUS_MAX_TIME_NS");
+    const char* programs_s = std::getenv("CHORUS_PROGRAMS");
+    if (!fd_s) {
+        std::fprintf(stderr, "chorus_main: CHORUS_RESULT_FD must be set\n");
+        return 2;
+    }
+    g_result_fd = std::atoi(fd_s);
+    if (::fcntl(g_result_fd, F_SETFD, FD_CLOEXEC) != 0) {
+        std::fprintf(stderr, "chorus_main: CHORUS_RESULT_FD is not an open descriptor\n");
+        return 2;
+    }
+    const double max_ns = max_ns_s ? std::atof(max_ns_s) : 1e7;
+    const int programs = programs_s ? std::atoi(programs_s) : 1;
+    unsetenv("CHORUS_RESULT_FD");
+    std::vector<const char*> args(argv, argv + argc);
+    Verilated::addExitCb(on_exit_cb, nullptr);
+    for (int i = 0; i < programs; ++i) {
+        if (!fresh_scratch()) {
+            std::fprintf(stderr, "chorus_main: could not empty the working directory before program %d\n", i);
+            return 3;  // the caller runs the programs not begun in a new process
+        }
+        g_log_start = log_offset();
+        const std::string begin = "begin " + std::to_string(i) + "\n";
+        write_all(g_result_fd, begin.data(), begin.size());
+        // The log is shared: past the output limit every later program would be cut short too.
+        if (!run_program(i, args, max_ns)) break;
+    }
     Verilated::removeExitCb(on_exit_cb, nullptr);
+    ::close(g_result_fd);
     return 0;
 }
