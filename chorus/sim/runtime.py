@@ -48,7 +48,14 @@ def _load(d: Path) -> RuntimeKit:
                       pch if (d / "chorus_pch.h.gch").exists() else None)
 
 
+# The runtime objects are compiled once, so they are optimised whatever the models are built with:
+# at -O0 a batch of short programs spends most of its time in Verilator's coverage bookkeeping
+# (inserting and writing points: std::string and std::map code, ~4x slower unoptimised).
+RUNTIME_OPT = "-O2"
+
+
 def ensure_runtime(tc: Toolchain, flags: tuple[str, ...], make_vars: dict[str, str], cache_root: Path) -> RuntimeKit:
+    make_vars = {**make_vars, "OPT_GLOBAL": RUNTIME_OPT} if "OPT_GLOBAL" in make_vars else make_vars
     key = flagset_key(tc, flags, make_vars)
     d = Path(cache_root) / "runtime" / key
     if (d / "READY").exists():
