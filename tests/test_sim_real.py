@@ -194,3 +194,33 @@ def test_cache_key_follows_the_verilator_flags(counter_task, sim_cfg):
     assert simulate(counter_task, tb, cfg).cached
     flagged = dataclasses.replace(cfg, extra_verilator_flags=("-Wno-WIDTH",))
     assert not simulate(counter_task, tb, flagged).cached
+
+
+def test_the_prebuilt_driver_is_linked_only_into_models_it_was_compiled_for(counter_task, sim_cfg, tmp_path,
+                                                                           monkeypatch):
+    """chorus's driver is compiled once (runtime kit) against a port-less model header; a testbench whose
+    top has ports changes that header, so its build compiles the driver for itself. Both score alike."""
+    import tempfile
+
+    from chorus.sim.build import make_vars, verilator_flags
+    from chorus.sim.cache import default_cache_root
+    from chorus.sim.runtime import MAIN_OBJECT, ensure_runtime
+    from chorus.sim.toolchain import find_toolchain
+
+    cfg = dataclasses.replace(sim_cfg, keep_workdir=True)
+    kit = ensure_runtime(find_toolchain(), verilator_flags(cfg), make_vars(cfg, find_toolchain()),
+                         default_cache_root(cfg.cache_dir))
+    plain = counter_tb("    repeat (20) @(posedge clk);\n    $finish;")
+    ported = plain.replace("module tb;", "module tb(input logic unused_port);")
+    drivers, results = [], []
+    for i, tb in enumerate((plain, ported)):
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / str(i)))
+        (tmp_path / str(i)).mkdir()
+        results.append(simulate(counter_task, tb, cfg))
+        # make's dependency file exists only where the compiler ran on the driver
+        drivers += [(o.read_bytes(), o.with_suffix(".d").exists())
+                    for o in (tmp_path / str(i)).glob("chorus-sim-*/obj/chorus_main.o")]
+    assert [r.status for r in results] == ["ok", "ok"] and len(drivers) == 2
+    assert results[0].report.to_dict() == results[1].report.to_dict()
+    assert drivers[0] == ((kit.dir / MAIN_OBJECT).read_bytes(), False)  # linked as prebuilt
+    assert drivers[1][1]  # compiled for the model with a port

@@ -40,12 +40,39 @@ class RuntimeKit:
     dir: Path
     objects: tuple[Path, ...]
     pch_header: Path | None
+    main_object: Path | None = None  # chorus's driver, compiled against `model_header` (see main_fits)
 
 
 def _load(d: Path) -> RuntimeKit:
     pch = d / "chorus_pch.h"
     return RuntimeKit(d, tuple(sorted(d.glob("verilated*.o"))),
-                      pch if (d / "chorus_pch.h.gch").exists() else None)
+                      pch if (d / "chorus_pch.h.gch").exists() else None,
+                      d / MAIN_OBJECT if (d / MAIN_OBJECT).exists() and (d / MODEL_HEADER).exists() else None)
+
+
+MAIN_OBJECT, MODEL_HEADER, MODEL_SETTINGS = "chorus_main.o", "Vtb.h.ref", "Vtb_settings.ref"
+
+
+def model_settings(classes_mk: str) -> str:
+    """The settings lines of a model's <prefix>_classes.mk (VM_COVERAGE, VM_TIMING, ...): what decides
+    how the driver's headers expand, apart from the model header itself."""
+    return "\n".join(ln for ln in classes_mk.splitlines() if ln.startswith("VM_") and " = " in ln
+                     and not ln.startswith("VM_PARALLEL_BUILDS"))
+
+
+def main_fits(kit: RuntimeKit, obj: Path, prefix: str = PREFIX) -> bool:
+    """Whether the kit's compiled driver can be linked into the model Verilator just wrote to `obj`:
+    the driver sees the model only through <prefix>.h, so it fits when that header and the settings
+    the headers depend on are byte for byte the kit's (a testbench top without ports; one with ports
+    changes the class layout and gets the driver compiled for it)."""
+    if kit.main_object is None:
+        return False
+    try:
+        return ((obj / f"{prefix}.h").read_bytes() == (kit.dir / MODEL_HEADER).read_bytes()
+                and model_settings((obj / f"{prefix}_classes.mk").read_text())
+                == (kit.dir / MODEL_SETTINGS).read_text())
+    except OSError:
+        return False
 
 
 # The runtime objects are compiled once, so they are optimised whatever the models are built with:
@@ -55,7 +82,7 @@ RUNTIME_OPT = "-O2"
 
 
 def ensure_runtime(tc: Toolchain, flags: tuple[str, ...], make_vars: dict[str, str], cache_root: Path) -> RuntimeKit:
-    make_vars = {**make_vars, "OPT_GLOBAL": RUNTIME_OPT} if "OPT_GLOBAL" in make_vars else make_vars
+    make_vars = {**make_vars, "OPT_GLOBAL": RUNTIME_OPT} if RUNTIME_OPT and "OPT_GLOBAL" in make_vars else make_vars
     key = flagset_key(tc, flags, make_vars)
     d = Path(cache_root) / "runtime" / key
     if (d / "READY").exists():
@@ -93,6 +120,9 @@ def _build_kit(tc: Toolchain, flags, make_vars, tmp: Path, dest: Path) -> None:
     for o in obj.glob("verilated*.o"):
         shutil.copy(o, stage / o.name)
     shutil.copy(obj / "chorus_pch.h", stage / "chorus_pch.h")
+    shutil.copy(obj / "chorus_main.o", stage / MAIN_OBJECT)
+    shutil.copy(obj / f"{PREFIX}.h", stage / MODEL_HEADER)
+    (stage / MODEL_SETTINGS).write_text(model_settings((obj / f"{PREFIX}_classes.mk").read_text()))
     shutil.copy(obj / "chorus_pch.h.fast.gch", stage / "chorus_pch.h.gch")
     (stage / "READY").write_text("ok\n")
     shutil.rmtree(dest, ignore_errors=True)

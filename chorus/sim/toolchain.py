@@ -82,3 +82,17 @@ def flagset_key(tc: Toolchain, verilator_flags: tuple[str, ...], make_vars: dict
         h.update(str(part).encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=4)
+def fast_linker(tc: Toolchain) -> str:
+    """A compiler flag for a faster linker than the default (gold, part of binutils), or "" when the
+    compiler cannot use one. The linker changes no result: the same objects make the same program."""
+    for flag in ("-fuse-ld=gold",):
+        try:
+            out = subprocess.run([tc.cxx, flag, "-Wl,--version"], capture_output=True, text=True, timeout=60)
+        except OSError:
+            return ""
+        if out.returncode == 0:
+            return flag
+    return ""

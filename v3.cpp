@@ -1,0 +1,3 @@
+#include "verilated.h"
+#include "verilated_cov.h"
+#include "verilated_timing.h"
