@@ -2,20 +2,26 @@
 
     python bench/sim_throughput.py [--tasks N] [--naive-tasks K] [--workers W] [--per-task S]
 
-Part 1, whole testbenches (bundled reference testbenches):
-  - new-testbench latency (no result cache) per evaluation, fast path: median and p90;
-  - the same for a naive build (`--coverage`, default optimisation, no ccache, no prebuilt
-    runtime objects, no precompiled header) on the first K tasks;
+"Old path" below is today's code with the three speed-ups of issue 26 switched off in-process
+(`old_path`): Verilator's runtime objects at the models' -O0, chorus's driver compiled in every build,
+the default linker, and (vectors) one simulator process per program. Each path has its own cache dir.
+
+Part 1, whole testbenches (bundled reference testbenches), on prepared designs (each design's one-time
+checks ran first, untimed):
+  - new-testbench latency (no result cache), today's path and the old path, interleaved task by task:
+    prints `new_testbench_median_s=<s>` and `new_testbench_speedup=<old median / new median>`;
+  - the same for a naive build (`--coverage`, default optimisation, no prebuilt runtime objects, no
+    precompiled header) on the first K tasks: `speedup_vs_naive=<x>`;
   - evaluations per second with a worker pool: cold (new testbenches) and warm (cache hits).
-  Each run gets a unique comment appended to its testbench so no cache can answer it.
-  Prints `speedup_vs_naive=<x>` (median naive / median fast on the same tasks).
-Part 2, stimulus formats on generated tasks: evaluations per second with a worker pool for
-  testbench, body, vectors and cocotb, each scoring S distinct random programs per task (result
-  cache off; the per-design harnesses of vectors/cocotb are built first and timed apart).
-Part 3, OS isolation: the same new testbenches built and run with simulator.isolation=required
-  and =off, alternating task by task so machine load hits both alike; prints
-  `isolation_overhead=<x>` (median isolated / median unisolated new-testbench time).
-The last line is `vectors_speedup=<x>` (vectors evals/s over testbench evals/s).
+Part 2, OS isolation: new testbenches with simulator.isolation=required and =off, interleaved:
+  `isolation_overhead=<x>`.
+Part 3, stimulus formats on generated tasks, S random programs per task, a pool of W workers, result
+cache off, each design's harness built first (timed apart):
+  - testbench, body and cocotb: evaluations per second;
+  - vectors three ways on the same programs: the old path, one process per program, and batched (a
+    task's programs in one process). Checks that batched and one-per-process results are identical
+    and prints `batched_vectors_evals_per_s=<x>`, the ratios, and last `vectors_evals_per_s=<x>` (the
+    batched path, what chorus runs).
 """
 from __future__ import annotations
 
@@ -27,88 +33,104 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chorus.sim import SimConfig, simulate  # noqa: E402
-from chorus.sim.build import make_vars, verilator_flags  # noqa: E402
+from chorus.sim import SimConfig, build, runtime, simulate  # noqa: E402
 from chorus.sim.pool import evaluate_many  # noqa: E402
-from chorus.sim.runtime import ensure_runtime  # noqa: E402
 from chorus.sim.toolchain import find_toolchain  # noqa: E402
 from chorus.stimulus.aliases import alias_map  # noqa: E402
-from chorus.stimulus.formats import FORMATS, render, score  # noqa: E402
+from chorus.stimulus.formats import FORMATS, render, score, score_many  # noqa: E402
 from chorus.stimulus.program import random_program  # noqa: E402
 from chorus.tasks import load_bundled, load_tasks  # noqa: E402
+
+
+@contextmanager
+def old_path():
+    """The simulator as it was before issue 26's speed-ups (see the module docstring)."""
+    saved = runtime.RUNTIME_OPT, build.fast_linker, build.main_fits
+    runtime.RUNTIME_OPT, build.fast_linker, build.main_fits = None, lambda tc: "", lambda *a, **k: False
+    try:
+        yield
+    finally:
+        runtime.RUNTIME_OPT, build.fast_linker, build.main_fits = saved
+
+
+def old_score(fmt, task, completion, cfg, options=None):
+    """`score` on the old path (module-level: pool workers run it)."""
+    with old_path():
+        return score(fmt, task, completion, cfg, options)
+
+
+def old_simulate(task, testbench, cfg):
+    with old_path():
+        return simulate(task, testbench, cfg)
 
 
 def fresh(tb: str) -> str:
     return tb + f"\n// bench {uuid.uuid4().hex}\n"
 
 
-def timed_sequential(tasks, cfg, want: int | None = None) -> tuple[list[float], list]:
-    """Latency per new testbench; stops after `want` successful builds. Failures are skipped."""
-    times, used = [], []
-    for t in tasks:
-        if want is not None and len(times) >= want:
-            break
+def timed(task, cfg, old: bool) -> float | None:
+    with old_path() if old else nullcontext():
         t0 = time.monotonic()
-        r = simulate(t, fresh(t.reference_tb), cfg)
-        if r.status != "ok":
-            print(f"  skipped {t.id}: {r.status}: {r.reason}", file=sys.stderr)
-            continue
-        times.append(time.monotonic() - t0)
-        used.append(t)
-    return times, used
+        r = simulate(task, fresh(task.reference_tb), cfg)
+    if r.status != "ok":
+        print(f"  skipped {task.id}: {r.status}: {r.reason}", file=sys.stderr)
+        return None
+    return time.monotonic() - t0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", type=int, default=0, help="bundled tasks to use (0 = all)")
-    ap.add_argument("--naive-tasks", type=int, default=4, help="tasks built the naive way (slow)")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--per-task", type=int, default=4, help="random programs per generated task (part 2)")
-    ap.add_argument("--generated-per-family", type=int, default=2)
-    args = ap.parse_args()
-    tasks = [t for t in load_bundled() if t.reference_tb]
-    tasks = tasks[: args.tasks] if args.tasks else tasks
-    cache_dir = tempfile.mkdtemp(prefix="chorus-bench-")
-    fast = SimConfig(cache=False, cache_dir=cache_dir)
-    tc = find_toolchain()
-    print(f"verilator: {tc.version}; ccache: {tc.ccache or 'absent'}; tasks: {len(tasks)}")
+def p90(xs: list[float]) -> float:
+    return sorted(xs)[int(0.9 * (len(xs) - 1))]
 
+
+def testbench_part(tasks, new: SimConfig, old: SimConfig, args) -> None:
     t0 = time.monotonic()
-    ensure_runtime(tc, verilator_flags(fast), make_vars(fast, tc), Path(cache_dir))
-    print(f"one-time runtime objects + precompiled header: {time.monotonic() - t0:.1f} s")
+    for t in tasks:  # the one-time work: runtime kits, each design's checks (untimed)
+        timed(t, new, False)
+        timed(t, old, True)
+    print(f"prepared {len(tasks)} designs on both paths (runtime kits, per-design checks): "
+          f"{time.monotonic() - t0:.1f} s")
+    times = {False: [], True: []}
+    for i, t in enumerate(tasks):
+        for is_old in ((False, True) if i % 2 == 0 else (True, False)):
+            if (dt := timed(t, old if is_old else new, is_old)) is not None:
+                times[is_old].append(dt)
+    med_new, med_old = statistics.median(times[False]), statistics.median(times[True])
+    print(f"new testbench, today:    median {med_new:.3f} s, p90 {p90(times[False]):.3f} s ({len(times[False])} tasks)")
+    print(f"new testbench, old path: median {med_old:.3f} s, p90 {p90(times[True]):.3f} s ({len(times[True])} tasks)")
+    print(f"new_testbench_median_s={med_new:.3f}")
+    print(f"new_testbench_speedup={med_old / med_new:.2f}")
 
-    fast_times, _ = timed_sequential(tasks, fast)
-    naive = dataclasses.replace(fast, naive_build=True, prebuilt_runtime=False, pch=False, ccache=False)
-    # Plain --coverage includes FSM coverage, which crashes Verilator on some designs: those
-    # are skipped (and named) so the baseline is never a fast failure.
-    naive_times, naive_tasks = timed_sequential(tasks, naive, want=args.naive_tasks)
-    k = len(naive_tasks)
-    fast_same, _ = timed_sequential(naive_tasks, fast)
-    med_fast = statistics.median(fast_times)
-    p90_fast = sorted(fast_times)[int(0.9 * (len(fast_times) - 1))]
-    med_fast_k = statistics.median(fast_same)
-    med_naive = statistics.median(naive_times)
-    print(f"new testbench, fast path:  median {med_fast:.2f} s, p90 {p90_fast:.2f} s over {len(fast_times)} tasks")
-    print(f"new testbench, naive:      median {med_naive:.2f} s over {k} tasks "
-          f"(fast path on the same {k}: {med_fast_k:.2f} s)")
+    naive = dataclasses.replace(new, naive_build=True, prebuilt_runtime=False, pch=False, ccache=False)
+    # Plain --coverage includes FSM coverage, which crashes Verilator on some designs: those are
+    # skipped (and named) so the baseline is never a fast failure.
+    naive_times, same = [], []
+    for t in tasks:
+        if len(naive_times) >= args.naive_tasks:
+            break
+        if (dt := timed(t, naive, False)) is not None:
+            naive_times.append(dt)
+            same.append(timed(t, new, False) or float("nan"))
+    print(f"new testbench, naive:    median {statistics.median(naive_times):.2f} s over {len(naive_times)} tasks "
+          f"(today's path on the same: {statistics.median(same):.3f} s)")
+    print(f"speedup_vs_naive={statistics.median(naive_times) / statistics.median(same):.2f}")
 
-    cold_jobs = [(t, fresh(t.reference_tb)) for t in tasks]
-    cached = dataclasses.replace(fast, cache=True)
+    cold = {}
+    for way, cfg, fn in (("old path", old, old_simulate), ("today", new, simulate)):
+        jobs = [(t, fresh(t.reference_tb)) for t in tasks]
+        t0 = time.monotonic()
+        evaluate_many(jobs, dataclasses.replace(cfg, cache=True), workers=args.workers, fn=fn)
+        cold[way] = len(jobs) / (time.monotonic() - t0)
     t0 = time.monotonic()
-    evaluate_many(cold_jobs, cached, workers=args.workers)
-    cold = len(cold_jobs) / (time.monotonic() - t0)
-    t0 = time.monotonic()
-    results = evaluate_many(cold_jobs, cached, workers=args.workers)
-    warm = len(cold_jobs) / (time.monotonic() - t0)
+    results = evaluate_many(jobs, dataclasses.replace(new, cache=True), workers=args.workers)
+    warm = len(jobs) / (time.monotonic() - t0)
     assert all(r.cached for r in results), "warm pass missed the cache"
-    print(f"pool of {args.workers}: cold {cold:.2f} evals/s, warm (cache hits) {warm:.1f} evals/s")
-    print(f"speedup_vs_naive={med_naive / med_fast_k:.2f}")
-    isolation_part(tasks, fast)
-    formats_part(fast, args)
+    print(f"pool of {args.workers}, new testbenches: {cold['today']:.2f} evals/s today, {cold['old path']:.2f} on the "
+          f"old path; warm (cache hits) {warm:.1f} evals/s")
 
 
 def isolation_part(tasks, cfg: SimConfig) -> None:
@@ -116,37 +138,72 @@ def isolation_part(tasks, cfg: SimConfig) -> None:
     times = {"required": [], "off": []}
     for rnd in range(2):
         for t in tasks:
-            order = ("required", "off") if rnd % 2 == 0 else ("off", "required")
-            for mode in order:
-                t0 = time.monotonic()
-                r = simulate(t, fresh(t.reference_tb), dataclasses.replace(cfg, isolation=mode))
-                if r.status == "ok":
-                    times[mode].append(time.monotonic() - t0)
+            for mode in (("required", "off") if rnd % 2 == 0 else ("off", "required")):
+                if (dt := timed(t, dataclasses.replace(cfg, isolation=mode), False)) is not None:
+                    times[mode].append(dt)
     on, off = statistics.median(times["required"]), statistics.median(times["off"])
     print(f"new testbench with isolation: median {on:.3f} s; without: {off:.3f} s "
           f"({len(times['required'])} + {len(times['off'])} runs)")
     print(f"isolation_overhead={on / off:.3f}")
 
 
-def formats_part(cfg: SimConfig, args) -> None:
+def outcome(r) -> tuple:
+    return r.status, r.reason, r.end, r.report.to_dict() if r.report else None
+
+
+def formats_part(new: SimConfig, old: SimConfig, args) -> None:
     tasks = load_tasks("generated", per_family=args.generated_per_family)
     print(f"formats on {len(tasks)} generated tasks, {args.per_task} random programs each, pool of {args.workers}")
     rates = {}
-    for fmt in [f for f in ("testbench", "body", "vectors", "cocotb") if f in FORMATS]:
-        fn = functools.partial(score, fmt, options={})
+    for fmt in [f for f in ("testbench", "body", "cocotb", "vectors") if f in FORMATS]:
         jobs = [(t, render(fmt, t, random_program(alias_map(t), 300, seed))) for t in tasks
                 for seed in range(args.per_task)]
-        if fmt in ("vectors", "cocotb"):
+        ways = {"old": (old, functools.partial(old_score, fmt), None)} if fmt == "vectors" else {}
+        ways["one per process"] = (new, functools.partial(score, fmt), None)
+        if fmt == "vectors":
+            ways["batched"] = (new, functools.partial(score, fmt), functools.partial(score_many, fmt))
+        results = {}
+        for way, (cfg, fn, many) in ways.items():
+            if fmt in ("vectors", "cocotb"):
+                t0 = time.monotonic()
+                evaluate_many([(t, render(fmt, t, random_program(alias_map(t), 10, 99))) for t in tasks], cfg,
+                              workers=args.workers, fn=fn)
+                print(f"  {fmt} ({way}): one-time harness builds for {len(tasks)} designs: {time.monotonic() - t0:.1f} s")
             t0 = time.monotonic()
-            evaluate_many([(t, render(fmt, t, random_program(alias_map(t), 10, 99))) for t in tasks], cfg,
-                          workers=args.workers, fn=fn)
-            print(f"  {fmt}: one-time harness builds for {len(tasks)} designs: {time.monotonic() - t0:.1f} s")
-        t0 = time.monotonic()
-        results = evaluate_many(jobs, cfg, workers=args.workers, fn=fn)
-        rates[fmt] = len(jobs) / (time.monotonic() - t0)
-        bad = sum(r.status != "ok" for r in results)
-        print(f"  {fmt}: {rates[fmt]:.2f} evals/s over {len(jobs)} evaluations ({bad} not ok)")
-    print(f"vectors_speedup={rates['vectors'] / rates['testbench']:.1f}")
+            results[way] = evaluate_many(jobs, cfg, workers=args.workers, fn=fn, fn_many=many)
+            rates[(fmt, way)] = len(jobs) / (time.monotonic() - t0)
+            bad = sum(r.status != "ok" for r in results[way])
+            print(f"  {fmt} ({way}): {rates[(fmt, way)]:.2f} evals/s over {len(jobs)} evaluations ({bad} not ok)")
+        if fmt == "vectors":
+            same = [outcome(a) for a in results["batched"]] == [outcome(b) for b in results["one per process"]]
+            print(f"  vectors: batched results identical to one process per program: {same}")
+            assert same, "batched results differ from solo results"
+    batched = rates[("vectors", "batched")]
+    print(f"batched_vectors_evals_per_s={batched:.1f}")
+    print(f"batched_over_one_per_process={batched / rates[('vectors', 'one per process')]:.2f}")
+    print(f"batched_over_old_path={batched / rates[('vectors', 'old')]:.2f}")
+    print(f"vectors_speedup={batched / rates[('testbench', 'one per process')]:.1f}")
+    print(f"vectors_evals_per_s={batched:.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, default=0, help="bundled tasks to use (0 = all)")
+    ap.add_argument("--naive-tasks", type=int, default=4, help="tasks built the naive way (slow)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--per-task", type=int, default=16, help="random programs per generated task (part 3)")
+    ap.add_argument("--generated-per-family", type=int, default=2)
+    args = ap.parse_args()
+    tasks = [t for t in load_bundled() if t.reference_tb]
+    tasks = tasks[: args.tasks] if args.tasks else tasks
+    new = SimConfig(cache=False, cache_dir=tempfile.mkdtemp(prefix="chorus-bench-"))
+    old = SimConfig(cache=False, cache_dir=tempfile.mkdtemp(prefix="chorus-bench-old-"))
+    tc = find_toolchain()
+    print(f"verilator: {tc.version}; ccache: {tc.ccache or 'absent'}; linker flag: "
+          f"{build.fast_linker(tc) or 'default'}; tasks: {len(tasks)}")
+    testbench_part(tasks, new, old, args)
+    isolation_part(tasks, new)
+    formats_part(new, old, args)
 
 
 if __name__ == "__main__":
