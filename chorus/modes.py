@@ -35,9 +35,10 @@ class Engine(Choice):
 
 class GenerationMode(Choice):
     """rl.generation, policy.generation: how the hf engine decodes (policy/hf_generation.py)."""
-    auto = enum.auto()  # static on CUDA, plain elsewhere
+    auto = enum.auto()  # static on CUDA, shared elsewhere
     plain = enum.auto()  # dynamic KV cache, eager forward (transformers' default)
     static = enum.auto()  # static KV cache; on CUDA transformers compiles the decode step (CUDA graphs)
+    shared = enum.auto()  # each prompt prefilled once for its n samples; KV kept in growing buffers
 
 
 class OPDMode(Choice):

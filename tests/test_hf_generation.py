@@ -1,4 +1,4 @@
-"""The hf engine's generation modes (plain | static | auto) and its incremental fence stop.
+"""The hf engine's generation modes (shared | plain | static | auto) and its incremental fence stop.
 
 Two real xs models:
 - `scripted`: the xs model rewired so that greedy decoding follows fixed token chains by
@@ -6,7 +6,7 @@ Two real xs models:
   (see `scripted` for why its choices cannot flip). The finish kinds are asserted on it.
 - `fenced`: the xs model fitted for a few steps on fenced answers. Its outputs depend on the CPU's
   floating-point path, so it is used only to compare two decoding paths on the same machine (plain
-  vs static cache: same tokens, same log-probs), never for which row ends how.
+  vs static cache or shared prefill: same tokens, same log-probs), never for which row ends how.
 
 torch.compile on this CPU works but its first call takes about a minute (measured: 58 s for the xs
 model), so the static path is tested here without compiling (the static KV cache and its masks are
@@ -162,16 +162,24 @@ def test_the_incremental_stop_ends_each_row_where_the_old_full_check_did(scripte
         assert all(t == tok.pad_token_id for t in row[len(g.token_ids):])  # the old check ended it there too
 
 
+SAMPLED = SamplingParams(max_new_tokens=16, temperature=1.0, seed=3)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("which,params", [("scripted", GREEDY), ("fenced", GREEDY),
-                                          ("fenced", SamplingParams(max_new_tokens=16, temperature=1.0, seed=3))],
-                         ids=["scripted-greedy", "fenced-greedy", "fenced-sampled"])
-def test_static_cache_decoding_gives_the_plain_path_s_tokens_text_reasons_and_logprobs(request, which, params):
+@pytest.mark.parametrize("mode,which,params", [
+    ("static", "scripted", GREEDY), ("static", "fenced", GREEDY), ("static", "fenced", SAMPLED),
+    ("shared", "scripted", GREEDY), ("shared", "fenced", GREEDY)],
+    ids=["static-scripted-greedy", "static-fenced-greedy", "static-fenced-sampled", "shared-scripted-greedy",
+         "shared-fenced-greedy"])
+def test_other_decoding_paths_give_the_plain_path_s_tokens_text_reasons_and_logprobs(request, which, params, mode):
+    """static: a static KV cache; shared: each prompt (of different lengths: left padding) prefilled once
+    for its two samples, finished rows leaving the batch. (Shared sampling draws from the same
+    distributions as plain but consumes the random stream differently: tested below.)"""
     model, tok = request.getfixturevalue(which)[:2]
     prompts = S_PROMPTS if which == "scripted" else PROMPTS
     plain = HFEngine(model, tok, generation="plain").generate(prompts, n=2, params=params)
-    static = HFEngine(model, tok, generation="static", compile=False).generate(prompts, n=2, params=params)
-    if which == "scripted":  # every finish kind goes through the static path too
+    static = HFEngine(model, tok, generation=mode, compile=False).generate(prompts, n=2, params=params)
+    if which == "scripted":  # every finish kind goes through the other path too
         assert [g.finish_reason for gs in static for g in gs] == [r for r in ("stop", "eos", "length", "stop")
                                                                   for _ in range(2)]
     for a, b in zip([g for gs in plain for g in gs], [g for gs in static for g in gs]):
@@ -179,6 +187,47 @@ def test_static_cache_decoding_gives_the_plain_path_s_tokens_text_reasons_and_lo
             (a.token_ids, a.text, a.finish_reason, a.prompt_tokens)
         assert len(b.logprobs) == len(a.logprobs)
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+
+
+@pytest.mark.slow
+def test_shared_sampling_follows_a_script_it_cannot_leave(scripted):
+    """At T=0.25 the scripted token leads every other by about 80 in the tempered logits: sampling
+    follows the script by construction, so every finish kind is checked through the sampling path."""
+    model, tok, expected = scripted
+    params = SamplingParams(max_new_tokens=16, temperature=0.25, seed=5)
+    gens = HFEngine(model, tok, generation="shared").generate(S_PROMPTS, n=3, params=params)
+    assert [[g.finish_reason for g in gs] for gs in gens] == [[r] * 3 for r in ("stop", "eos", "length", "stop")]
+    for prompt, gs in zip(S_PROMPTS, gens):
+        assert all(g.token_ids == expected[prompt][:len(g.token_ids)] for g in gs)
+    assert [len(gs[0].token_ids) for gs in gens] == [7, 2, 16, 8]
+
+
+@pytest.mark.slow
+def test_shared_sampling_draws_from_the_model_s_tempered_distribution(fenced):
+    """2000 one-token samples of one prompt at T=2: each token's count is within 5 binomial standard
+    deviations of 2000 x its probability under the forward's tempered softmax (a false alarm has
+    probability below 1e-5 over the tokens checked); log-probs are those of that softmax; a seed
+    repeats its samples."""
+    model, tok = fenced
+    prompt, rows, temperature = PROMPTS[3], 2000, 2.0  # a prompt it was not fitted on: a spread distribution
+    params = SamplingParams(max_new_tokens=1, temperature=temperature, seed=11)
+    engine = HFEngine(model, tok, generation="shared")
+    [gens] = engine.generate([prompt], n=rows, params=params)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([tok(prompt, add_special_tokens=False)["input_ids"]])).logits[0, -1]
+    logp = torch.log_softmax(logits.float() / temperature, -1)
+    counts = torch.bincount(torch.tensor([g.token_ids[0] for g in gens]), minlength=logp.numel()).double()
+    p = logp.exp().double()
+    checked = p * rows >= 5  # tokens likely enough to count
+    assert checked.sum() >= 3  # a spread distribution, so the test can see a wrong one
+    # each likely token, and the rest together as one outcome
+    expected = torch.cat([rows * p[checked], (rows * p[~checked].sum())[None]])
+    seen = torch.cat([counts[checked], counts[~checked].sum()[None]])
+    z = (seen - expected) / (expected * (1 - expected / rows)).sqrt()
+    assert z.abs().max() < 5, z
+    assert all(abs(g.logprobs[0] - logp[g.token_ids[0]].item()) < 1e-4 for g in gens)
+    again = engine.generate([prompt], n=rows, params=params)[0]
+    assert [g.token_ids for g in again] == [g.token_ids for g in gens]
 
 
 @pytest.mark.slow
@@ -253,8 +302,31 @@ def test_the_mode_is_one_setting_with_one_default_and_bad_modes_fail_early(fence
     model, tok = fenced
     default = inspect.signature(HFEngine).parameters["generation"].default
     assert default == inspect.signature(make_engine).parameters["generation"].default
-    assert RLConf().generation == PolicyConf().generation == default == "plain"
-    assert resolve_mode("auto", "cpu") == "plain" and resolve_mode("auto", "cuda") == "static"
+    assert RLConf().generation == PolicyConf().generation == default == "shared"
+    assert resolve_mode("auto", "cpu") == "shared" and resolve_mode("auto", "cuda") == "static"
     assert resolve_mode("static", "cpu") == "static" and resolve_mode("plain", "cuda") == "plain"
-    with pytest.raises(ValueError, match="unknown generation mode 'fast'; choose one of auto, plain, static"):
+    with pytest.raises(ValueError, match="unknown generation mode 'fast'; choose one of auto, plain, static, shared"):
         HFEngine(model, tok, generation="fast")
+
+
+def test_a_growing_cache_layer_holds_what_concatenation_would():
+    """GrowingLayer (shared mode): updates, repetition per sample, row selection and cropping give the
+    keys and values DynamicLayer's concatenation gives, across buffer growth (64, then doubling)."""
+    from transformers.cache_utils import DynamicLayer
+
+    from chorus.policy.hf_generation import GrowingLayer
+
+    torch.manual_seed(0)
+    grow, cat = GrowingLayer(), DynamicLayer()
+    for layer in (grow, cat):
+        layer.update(*[torch.arange(2 * 3 * 5 * 4, dtype=torch.float32).reshape(2, 3, 5, 4)] * 2)
+        layer.batch_repeat_interleave(3)
+        layer.batch_select_indices(torch.tensor([0, 2, 3, 5]))
+    for step in range(150):  # past 64 and 128 positions
+        k, v = torch.randn(4, 3, 1, 4), torch.randn(4, 3, 1, 4)
+        assert all(torch.equal(a, b) for a, b in zip(grow.update(k, v), cat.update(k, v)))
+    grow.crop(-7)
+    cat.crop(-7)
+    assert grow.get_seq_length() == cat.get_seq_length() == 5 + 150 - 7
+    k, v = torch.randn(4, 3, 2, 4), torch.randn(4, 3, 2, 4)
+    assert all(torch.equal(a, b) for a, b in zip(grow.update(k, v), cat.update(k, v)))

@@ -2,7 +2,7 @@
 per-token log-probabilities out (trainers use both).
 
 `hf`: transformers `generate` (batched, KV cache, sampling parameters, stop once a fenced block
-closes; `generation` picks plain or static-cache compiled decoding, policy/hf_generation.py).
+closes; `generation` picks shared-prefix, plain or static-cache compiled decoding, policy/hf_generation.py).
 `vllm`: the same interface on vLLM for GPUs, optional, in vllm_engine.py (vllm>=0.10.2, public API
 only; `sync_weights` loads the trainer's weights, then resets vLLM's prefix cache). When the model
 sits on the CPU the HF engine uses one torch thread by default, so a simulator process can use the
@@ -43,11 +43,11 @@ def generation_threads(device, threads: int | None) -> int | None:
 
 
 class HFEngine:
-    def __init__(self, model, tokenizer, threads: int | None = 1, generation: str = "plain",
+    def __init__(self, model, tokenizer, threads: int | None = 1, generation: str = "shared",
                  compile: bool | None = None):
         # The device is read at each generate call, not here: a trainer moves the model after the
         # engine is made (onto the GPU at fit start, back to the CPU at teardown). `generation`:
-        # auto | plain | static (rl.generation, policy.generation); `compile` forces or forbids
+        # shared | plain | static | auto (rl.generation, policy.generation); `compile` forces or forbids
         # compiling the static path (None: transformers compiles it on CUDA only).
         from .hf_generation import resolve_mode
 
@@ -66,16 +66,25 @@ class HFEngine:
         """`n` samples for each prompt; result[i][j] is sample j of prompt i."""
         from transformers import StoppingCriteriaList
 
-        from .hf_generation import FenceCriteria, decode_kwargs, resolve_mode
+        from .hf_generation import FenceCriteria, cache_kwarg, decode_kwargs, resolve_mode, shared_prefix_cache
+        from .shared_decode import loop_applies, shared_decode
 
         self._apply_threads()
         tok, device = self.tok, next(self.model.parameters()).device
+        mode = resolve_mode(self.generation, device)
+        if mode == "shared" and loop_applies(self.model):
+            rows = zip(*shared_decode(self.model, tok, prompts, n, params, tok.eos_token_id))
+            results = [self._generation(new, lp, prompt_len) for new, lp, prompt_len in rows]
+            return [results[i * n:(i + 1) * n] for i in range(len(prompts))]
         expanded = [p for p in prompts for _ in range(n)]
         batch = tok(expanded, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         width = batch["input_ids"].shape[1]
-        mode = resolve_mode(self.generation, device)
         stop = StoppingCriteriaList([FenceCriteria(tok, len(expanded), width, device)])
-
+        extra = decode_kwargs(mode, device, self.compile)
+        if mode == "shared":  # a generation_config the loop cannot honour: generate, on the shared prefix
+            once = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            if (cache := shared_prefix_cache(self.model, once["input_ids"], once["attention_mask"], n)) is not None:
+                extra[cache_kwarg(self.model)] = cache
         torch.manual_seed(params.seed)
         sample = params.temperature > 0
         out = self.model.generate(
@@ -83,26 +92,29 @@ class HFEngine:
             temperature=params.temperature if sample else None, top_p=params.top_p if sample else None,
             top_k=params.top_k if sample else None, use_cache=True, pad_token_id=tok.pad_token_id,
             eos_token_id=tok.eos_token_id, stopping_criteria=stop,
-            output_scores=True, return_dict_in_generate=True, **decode_kwargs(mode, device, self.compile))
+            output_scores=True, return_dict_in_generate=True, **extra)
         scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
         prompt_lens = batch["attention_mask"].sum(1).tolist()
         results = []
-        for i, (new, lp) in enumerate(zip(out.sequences[:, width:].tolist(), scores)):  # one copy each
+        for new, lp, prompt_len in zip(out.sequences[:, width:].tolist(), scores, prompt_lens):  # one copy each
             keep = len(new)
             while keep and new[keep - 1] == tok.pad_token_id and tok.pad_token_id != tok.eos_token_id:
                 keep -= 1
-            ended_eos = tok.eos_token_id in new[:keep]
-            if ended_eos:
+            if tok.eos_token_id in new[:keep]:
                 keep = new.index(tok.eos_token_id) + 1
-            text = tok.decode(new[:keep], skip_special_tokens=True)
-            reason = "eos" if ended_eos else ("stop" if fence_closed(text) else "length")
-            prompt_len = prompt_lens[i]
-            results.append(Generation(text, new[:keep], [float(x) for x in lp[:keep]], reason, prompt_len))
+            results.append(self._generation(new[:keep], lp[:keep], prompt_len))
         return [results[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    def _generation(self, new: list[int], logprobs: list[float], prompt_len: int) -> Generation:
+        """A row's completion (ending at its EOS when it has one) as a Generation."""
+        text = self.tok.decode(new, skip_special_tokens=True)
+        ended_eos = self.tok.eos_token_id in new
+        reason = "eos" if ended_eos else ("stop" if fence_closed(text) else "length")
+        return Generation(text, new, [float(x) for x in logprobs], reason, prompt_len)
 
 
 def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str = "bfloat16", seed: int = 0,
-                threads: int | None = 1, generation: str = "plain", gpu_memory: float | None = None):
+                threads: int | None = 1, generation: str = "shared", gpu_memory: float | None = None):
     """`gpu_memory`: vLLM's share of the GPU (None: the engine's default for a GPU of its own)."""
     if kind == "hf":
         return HFEngine(model, tokenizer, threads=threads, generation=generation)

@@ -56,9 +56,10 @@ class FenceStop:
             cached = self._pieces[token] = (segments, _markers(text), not text.strip())
         return cached
 
-    def update(self, tokens: list[int]) -> list[bool]:
-        """Append one token per row; returns which rows' completions now close a fence."""
-        for row, token in enumerate(tokens):
+    def update(self, tokens: list[int], rows: list[int] | None = None) -> list[bool]:
+        """Append one token per row (to `rows` only when given: the rows still decoding); returns which
+        rows' completions now close a fence."""
+        for row, token in zip(range(len(tokens)) if rows is None else rows, tokens):
             self.ids[row].append(token)
             if self.closed[row]:
                 continue

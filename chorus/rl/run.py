@@ -84,6 +84,7 @@ def evaluate_policy(engine, tokenizer, tasks, rl: RLConf, ctx: JobContext, *, ou
     ctx.progress.start(phase, len(tasks) * n_samples)
     rows = run_direct(tasks, engine, tokenizer, ctx.fmt, n_samples, eval_sampling(rl, ctx.seed), ctx.sim,
                       workers=ctx.workers, executor=ctx.executor, max_prompt_tokens=rl.max_prompt_tokens,
+                      batch_tasks=rl.prompts_per_generate,
                       progress=False, on_progress=ctx.progress.callback(phase))
     summary = {**summarize(rows, ctx.meta.get("pass_coverage")), "format": ctx.fmt, "policy": "model",
                **(meta or {})}
@@ -170,7 +171,8 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     engine = make_engine(rl.engine, model, tok, path=init, dtype=dtype, seed=seed, generation=rl.generation,
                          gpu_memory=rl.vllm_memory)
     params = SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=seed)
-    spec = RolloutSpec(algo, ctx.fmt, rl.group_size, params, ctx.sim, rl.reward, rl.max_prompt_tokens)
+    spec = RolloutSpec(algo, ctx.fmt, rl.group_size, params, ctx.sim, rl.reward, rl.max_prompt_tokens,
+                       rl.prompts_per_generate)
     sampler = TaskSampler(tasks, seed)
     steps_log, rollouts_log = out / "steps.jsonl", out / "rollouts.jsonl"
 

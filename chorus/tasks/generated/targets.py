@@ -63,7 +63,7 @@ def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: 
     from ...sim.pool import evaluate_many
     from ...sim.toolchain import find_toolchain
     from ...stimulus.aliases import alias_map
-    from ...stimulus.formats import score
+    from ...stimulus.formats import score, score_many
     from ...stimulus.program import random_program, render_vectors
 
     if not tasks:
@@ -86,7 +86,8 @@ def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: 
     if jobs:
         log.info("calibrating the targets of %d generated tasks (%d simulations; cached in %s)",
                  len(todo), len(jobs), root)
-        results = evaluate_many(jobs, cfg, workers, fn=functools.partial(score, "vectors", options={}))
+        results = evaluate_many(jobs, cfg, workers, fn=functools.partial(score, "vectors", options={}),
+                                fn_many=functools.partial(score_many, "vectors", options={}))
         per = RANDOM_RUNS + 1
         for i, (t, path) in enumerate(todo):
             runs = results[i * per:(i + 1) * per]
