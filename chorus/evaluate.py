@@ -9,6 +9,7 @@ also leaves a W&B copy in OUT/wandb/.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import hydra
@@ -26,6 +27,7 @@ from .tasks import TaskFormatError, load_tasks
 from .tracking.record import model_name, run_metadata, write_error
 from .tracking.run_dir import write_run
 from .tracking.summary import summarize
+from .tracking.timing import add_seconds, rounded
 from .tracking.wandb_mirror import open_mirror
 
 register_configs()
@@ -63,27 +65,31 @@ def prepare(cfg: dict) -> dict:
 def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
     tasks, fmt, fmt_options, name, policy, sim, workers = (inputs[k] for k in (
         "tasks", "fmt", "fmt_options", "policy_name", "policy", "sim", "workers"))
-    n, usage = cfg["n_samples"], {}
+    n, usage, timing = cfg["n_samples"], {}, {}
     with make_executor(sim, workers) as executor:
         if name == "model":
-            rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers, executor, usage)
+            rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers, executor, usage, timing)
         else:
             completions = [STATIC_POLICIES[name](t, samples=n, fmt=fmt, fmt_options=fmt_options, **policy)
                            for t in tasks]
+            t0 = time.monotonic()
             rows = score_completions(tasks, completions, sim, fmt, fmt_options, workers, progress=cfg["progress"],
                                      executor=executor)
+            add_seconds(timing, "simulation_wait_s", time.monotonic() - t0)
     model = model_name(cfg["model"]) if name == "model" else None
     summary = {**summarize(rows, cfg["pass_coverage"]), "format": fmt, "policy": name, "tasks": cfg["tasks"]["name"],
                **run_metadata("evaluate", model, policy.get("seed"), pass_coverage=cfg["pass_coverage"])}
     if usage:  # engine=openai: samples and tokens paid for in this run vs read from the cache, requests sent
         summary["api_usage"] = usage
+    summary["timing"] = rounded(timing)
     write_run(out_dir, rows, summary)
     return summary
 
 
 def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict, sim, workers,
-                     executor=None, usage: dict | None = None) -> list[dict]:
-    """`usage`, when given, receives engine=openai's paid/cached sample and token counts and its requests."""
+                     executor=None, usage: dict | None = None, timing: dict | None = None) -> list[dict]:
+    """`usage`, when given, receives engine=openai's paid/cached sample and token counts and its requests;
+    `timing` the seconds spent generating and waiting on simulations (protocol=direct)."""
     from .policy.engines import SamplingParams, make_engine
     from .policy.models import load_model, resolve_path
     from .protocol import PROTOCOLS
@@ -115,7 +121,7 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
                             top_p=policy["top_p"], top_k=policy["top_k"], seed=policy["seed"])
     rows = PROTOCOLS[proto_name](tasks, engine, tok, fmt, cfg["n_samples"], params, sim, fmt_options,
                                  max_prompt_tokens=policy["max_prompt_tokens"], workers=workers, executor=executor,
-                                 progress=cfg["progress"], **proto)
+                                 progress=cfg["progress"], timing=timing, **proto)
     if usage is not None and hasattr(engine, "usage"):
         usage.update({**engine.usage, "http_calls": engine.http_calls})
     return rows

@@ -28,6 +28,9 @@ class JobContext:
     on_step: Callable[[int, dict], None] | None = None  # hears each training step's scalars
     # Long phases report here. The default only logs, so library callers need not give a run dir twice.
     progress: Progress = field(default_factory=lambda: Progress(None))
+    # Seconds the job spent generating, waiting on simulations, updating weights (summary.json "timing";
+    # REPORT.md's steps table): accumulated by protocol.direct.run_direct and the RL loop.
+    timing: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
         self.out = Path(self.out)

@@ -356,3 +356,21 @@ def test_findings_name_runs_without_a_valid_sample_and_harness_errors():
     assert "x 50.0 % / 56.7 %, z 0.0 % / no valid sample." in lines[0] and "nan" not in lines[0]
     assert f"spans {(40 + 15 + 30) / 3:.1f} points, over valid samples 0.0 points, and validity 50.0 points" in lines[0]
     assert lines[1].startswith("Harness errors (chorus's failures, not the model's): x 1 samples")
+
+
+def test_the_steps_table_splits_each_step_s_minutes_by_its_recorded_timing(tmp_path):
+    from chorus.analysis.report import steps_table
+
+    for name, timing in (("a", {"generation_s": 60.0, "simulation_wait_s": 30.0, "training_s": 120.0}),
+                         ("b", {"simulation_wait_s": 6.0})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"timing": timing}))
+    steps = [{"name": "rl/a", "status": "done", "seconds": 300.0, "run_dir": str(tmp_path / "a")},
+             {"name": "baseline/b", "status": "done", "seconds": 12.0, "run_dir": str(tmp_path / "b")},
+             {"name": "old/c", "status": "skipped (done)", "seconds": 0.0, "run_dir": str(tmp_path / "c")}]
+    table = steps_table(steps).set_index("step")
+    assert table.loc["rl/a", ["minutes", "generation", "simulation wait", "training", "other"]].tolist() == \
+        [5.0, 1.0, 0.5, 2.0, 1.5]
+    assert table.loc["baseline/b", ["minutes", "generation", "simulation wait", "training", "other"]].tolist() == \
+        [0.2, 0.0, 0.1, 0.0, 0.1]
+    assert table.loc["old/c"].isna()[["generation", "other"]].all()  # no summary: nothing to split

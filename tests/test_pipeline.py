@@ -148,6 +148,11 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     assert all((tmp_path / f).stat().st_size > 100 for f in ("complementarity.png", "chorus_table.png"))
     steps = json.loads((tmp_path / "pipeline/steps.json").read_text())
     assert [s["status"] for s in steps] == ["done"] * 11
+    assert "| step | status | minutes | generation | simulation wait | training | other |" in report
+    for s in steps:  # every job records where its time went
+        timing = json.loads((Path(s["run_dir"]) / "summary.json").read_text())["timing"]
+        assert timing["simulation_wait_s"] > 0, s["name"]
+        assert (timing.get("generation_s", 0) > 0) == (s["name"] != "baseline/random"), s["name"]
     random = pd.read_parquet(next(tmp_path.glob("baseline/random-*/per_task.parquet")))
     expert = pd.read_parquet(next(tmp_path.glob("rl/dapo/stage0*/per_task.parquet")))
     assert sorted(random["task_id"]) == sorted(expert["task_id"])  # the same held-out tasks and samples

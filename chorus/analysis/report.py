@@ -105,6 +105,29 @@ def _validity_findings(t) -> list[str]:
     return lines
 
 
+TIMING = (("generation", "generation_s"), ("simulation wait", "simulation_wait_s"), ("training", "training_s"))
+
+
+def steps_table(steps: list[dict]):
+    """One row per pipeline step: status, wall minutes and where they went (summary.json "timing")."""
+    import json
+
+    import pandas as pd
+
+    rows = []
+    for s in steps:
+        wall = s.get("seconds") or 0.0
+        summary = Path(s["run_dir"]) / "summary.json"
+        timing = json.loads(summary.read_text()).get("timing") if summary.exists() else None
+        row = {"step": s["name"], "status": s["status"], "minutes": round(wall / 60, 1)}
+        for label, key in TIMING:
+            row[label] = round(timing.get(key, 0.0) / 60, 1) if timing is not None else None
+        known = sum(timing.get(key, 0.0) for _, key in TIMING) if timing is not None else None
+        row["other"] = round(max(0.0, wall - known) / 60, 1) if known is not None and wall else None
+        rows.append({**row, "run dir": s["run_dir"]})
+    return pd.DataFrame(rows)
+
+
 def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict] | None = None, title: str = "CHORUS",
                  k: int = 2, n_boot: int = 1000, seed: int = 0, pass_coverage: float | None = None) -> dict:
     """REPORT.md (+ table.md/csv and the PNGs) for a list of run dirs (a pipeline's plan: nothing
@@ -173,9 +196,11 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
               "![complementarity](complementarity.png)", "", "![CHORUS table](chorus_table.png)", "",
               "![per-task coverage](coverage_strips.png)", ""]
     if steps:
-        lines += ["## Steps", "", pd.DataFrame([{"step": s["name"], "status": s["status"],
-                                                 "minutes": round(s["seconds"] / 60, 1), "run dir": s["run_dir"]}
-                                                for s in steps]).to_markdown(index=False), "",
+        lines += ["## Steps", "", "Minutes per step: wall clock (the step's whole process), and of it the time "
+                  "the job spent generating, waiting on simulations that were still running once generation "
+                  "had finished (simulation overlapped with generation is not counted twice), and training "
+                  "(SFT steps, RL weight updates); `other` is the rest (loading, checkpoints, start-up).", "",
+                  steps_table(steps).to_markdown(index=False), "",
                   "Each step alone:", "", "```", *[s["command"] for s in steps], "```", ""]
     if runs.skipped:
         lines += ["Skipped run dirs: " + "; ".join(f"{p} ({why})" for p, why in runs.skipped), ""]

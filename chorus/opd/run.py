@@ -31,7 +31,7 @@ def online_estimator(rl: RLConf, samples: int, ctx: JobContext, device=lambda: "
         rows = run_direct(tasks, HFEngine(model, tok, generation=rl.generation), tok, ctx.fmt, samples,
                           SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=ctx.seed),
                           ctx.sim, workers=ctx.workers, executor=ctx.executor, max_prompt_tokens=rl.max_prompt_tokens,
-                          batch_tasks=rl.prompts_per_generate, progress=False,
+                          batch_tasks=rl.prompts_per_generate, timing=ctx.timing, progress=False,
                           on_progress=ctx.progress.callback(phase))
         by_task = mean_rewards(rows, rl.reward)
         return {t.id: by_task.get(t.id) for t in tasks}

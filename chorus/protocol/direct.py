@@ -6,6 +6,7 @@ simulation worker pool at once, so simulation overlaps with the next batch's gen
 from __future__ import annotations
 
 import functools
+import time
 from contextlib import nullcontext
 from typing import Sequence
 
@@ -19,6 +20,7 @@ from ..sim import SimConfig, SimResult
 from ..sim.pool import make_pool, settled, submit_group
 from ..stimulus.formats import get_format, score_many
 from ..tasks.schema import Task
+from ..tracking.timing import add_seconds
 
 
 def parsed_job(fmt: str, options: dict, task: Task, gen: Generation, cfg: SimConfig) -> SimResult:
@@ -63,9 +65,10 @@ def generation_row(task: Task, sample: int, gen: Generation, result: SimResult, 
 def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
                cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
                batch_tasks: int = 4, workers: int | None = None, overlap: bool = True, executor=None,
-               progress: bool = True, on_progress=None, **_) -> list[dict]:
+               progress: bool = True, on_progress=None, timing: dict | None = None, **_) -> list[dict]:
     """n samples per task, simulated as they finish generating; `on_progress(done, total)` hears
-    after each generation batch how many of the samples are generated."""
+    after each generation batch how many of the samples are generated. `timing` (a job's) gains the
+    seconds spent generating and then waiting on the simulations still running."""
     options = fmt_options or {}
     prompts = [render_prompt(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
     pending, generated = [], []
@@ -73,8 +76,10 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
     with nullcontext(executor) if executor else make_pool(workers) as pool:
         for start in range(0, len(tasks), batch_tasks):
             chunk = range(start, min(start + batch_tasks, len(tasks)))
+            t0 = time.monotonic()
             gens = engine.generate([prompts[i].text for i in chunk], n=n_samples,
                                    params=SamplingParams(**{**params.__dict__, "seed": params.seed + start}))
+            add_seconds(timing, "generation_s", time.monotonic() - t0)
             for i, samples in zip(chunk, gens):
                 for j, g in enumerate(samples):
                     g.meta["parse_status"] = parse_completion(g.text, fmt).status
@@ -87,6 +92,8 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
         if not overlap:
             for i in sorted({i for i, _, _ in generated}):
                 pending += submit_scoring(pool, fmt, options, tasks[i], [g for k, _, g in generated if k == i], cfg)
+        t0 = time.monotonic()
         results = [settled(f) for f in pending]
+        add_seconds(timing, "simulation_wait_s", time.monotonic() - t0)
     bar.close()
     return [generation_row(tasks[i], j, g, r, cfg, 0, prompts[i].note) for (i, j, g), r in zip(generated, results)]

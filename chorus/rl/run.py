@@ -25,6 +25,7 @@ from ..policy.engines import SamplingParams, make_engine
 from ..policy.models import check_dtype, export_merged, load_model
 from ..protocol.direct import run_direct
 from ..tracking.run_dir import write_run
+from ..tracking.timing import add_seconds, rounded
 from ..tracking.summary import summarize
 from .algos import RLAlgo
 from .module import Hooks, RLModule
@@ -84,10 +85,10 @@ def evaluate_policy(engine, tokenizer, tasks, rl: RLConf, ctx: JobContext, *, ou
     ctx.progress.start(phase, len(tasks) * n_samples)
     rows = run_direct(tasks, engine, tokenizer, ctx.fmt, n_samples, eval_sampling(rl, ctx.seed), ctx.sim,
                       workers=ctx.workers, executor=ctx.executor, max_prompt_tokens=rl.max_prompt_tokens,
-                      batch_tasks=rl.prompts_per_generate,
+                      batch_tasks=rl.prompts_per_generate, timing=ctx.timing,
                       progress=False, on_progress=ctx.progress.callback(phase))
     summary = {**summarize(rows, ctx.meta.get("pass_coverage")), "format": ctx.fmt, "policy": "model",
-               **(meta or {})}
+               **(meta or {}), "timing": rounded(ctx.timing)}
     write_run(ctx.out if out_dir is None else out_dir, rows, summary)
     return summary
 
@@ -196,6 +197,9 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
                      "gen %.1fs sim %.1fs update %.1fs", step, rl.steps, stats["reward_mean"], stats["reward_std"],
                      stats["compile_rate"], stats["pass_rate"], stats["distinct_ratio"], stats["samples_trained"],
                      stats["generation_s"], stats["simulation_s"], stats["update_s"])
+            for kind, key in (("generation_s", "generation_s"), ("simulation_wait_s", "simulation_s"),
+                              ("training_s", "update_s")):
+                add_seconds(ctx.timing, kind, stats[key])
             with open(steps_log, "a") as f:
                 f.write(json.dumps({"step": step, **stats}) + "\n")
             with open(rollouts_log, "a") as f:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 from transformers import AutoTokenizer
@@ -12,6 +13,7 @@ from ..config_schema import SFTStageConf, TrainerConf
 from ..job_context import JobContext
 from ..policy.models import resolve_path
 from ..tracking.identity import variants
+from ..tracking.timing import add_seconds
 from ..policy.prompts import fit_messages
 from ..tasks import load_tasks
 from .data import build_examples, prioritised_sample, task_weights
@@ -73,6 +75,7 @@ def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext, dev
     model, tok = load_model("hf", path=init, device=device)
     rows = run_direct(tasks, HFEngine(model, tok), tok, ctx.fmt, 1, SamplingParams(max_new_tokens=stage.max_new_tokens),
                       ctx.sim, workers=ctx.workers, max_prompt_tokens=stage.max_prompt_tokens, progress=False,
+                      timing=ctx.timing,
                       on_progress=ctx.progress.callback(phase))
     return {r["task_id"]: r["overall"] or 0.0 for r in rows}
 
@@ -94,17 +97,21 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
         return info
     tasks = load_tasks("generated", split="train", **dataclasses.asdict(stage.tasks))
     tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
+    t0 = time.monotonic()
     examples = build_examples(tasks, ctx.fmt, ctx.sim, stage.min_coverage, repair="repair" in stage.kinds,
                               grades=tuple(str(g) for g in stage.grades),
                               workers=ctx.workers, executor=ctx.executor, on_progress=ctx.progress.callback("sft data"),
                               prompt=lambda t: fit_messages(t, ctx.fmt, tok, stage.max_prompt_tokens)[0])
+    add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)  # the answers are scored by simulation
     examples = [e for e in examples if e.kind in stage.kinds]
     if stage.prioritised:
         weights = task_weights(current_coverage(init, tasks, stage, ctx, device=eval_device(trainer)))
         examples = prioritised_sample(examples, weights, k=stage.steps * stage.batch_size, seed=ctx.seed)
+    t0 = time.monotonic()
     result = train_sft(init, examples, out, steps=stage.steps, batch_size=stage.batch_size, lr=stage.lr,
                        max_tokens=stage.max_tokens, seed=ctx.seed, warmup_steps=stage.warmup_steps,
                        trainer=trainer, on_step=ctx.on_step)
+    add_seconds(ctx.timing, "training_s", time.monotonic() - t0)
     if not result:  # not rank 0: rank 0 exports and records the stage
         return {}
     info = {"stage": stage.name, "init": init, "checkpoint": result["checkpoint"], "examples": result["examples"],
