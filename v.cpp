@@ -1,1 +1,0 @@
-#include "verilated.h"
