@@ -71,7 +71,7 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
     seconds spent generating and then waiting on the simulations still running."""
     options = fmt_options or {}
     prompts = [render_prompt(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
-    pending, generated = [], []
+    pending, generated, deferred = [], [], []
     bar = tqdm(total=len(tasks) * n_samples, desc="generate", unit="sample", disable=not progress, leave=False)
     with nullcontext(executor) if executor else make_pool(workers) as pool:
         for start in range(0, len(tasks), batch_tasks):
@@ -87,11 +87,12 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
                     bar.update(1)
                 if overlap:
                     pending += submit_scoring(pool, fmt, options, tasks[i], samples, cfg)
+                else:
+                    deferred.append((i, samples))
             if on_progress:
                 on_progress(len(generated), len(tasks) * n_samples)
-        if not overlap:
-            for i in sorted({i for i, _, _ in generated}):
-                pending += submit_scoring(pool, fmt, options, tasks[i], [g for k, _, g in generated if k == i], cfg)
+        for i, samples in deferred:
+            pending += submit_scoring(pool, fmt, options, tasks[i], samples, cfg)
         t0 = time.monotonic()
         results = [settled(f) for f in pending]
         add_seconds(timing, "simulation_wait_s", time.monotonic() - t0)

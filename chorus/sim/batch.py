@@ -14,6 +14,7 @@ the programs before it. What a batch cannot make identical is settled by running
 from __future__ import annotations
 
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 from .config import SimConfig
@@ -48,19 +49,24 @@ def run_programs(cfg: SimConfig, cache_root: Path, binary: Path, inputs: list[di
     return [results[i] for i in range(len(inputs))]
 
 
-def _solo(cfg: SimConfig, cache_root: Path, binary: Path, files: dict[str, str]) -> Settled:
+@contextmanager
+def _workdir(cfg: SimConfig):
     workdir = new_workdir("run")
     try:
-        return run_solo(cfg, cache_root, binary, workdir, files)
+        yield workdir
     finally:
         if not cfg.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _solo(cfg: SimConfig, cache_root: Path, binary: Path, files: dict[str, str]) -> Settled:
+    with _workdir(cfg) as workdir:
+        return run_solo(cfg, cache_root, binary, workdir, files)
+
+
 def _batch(cfg: SimConfig, cache_root: Path, binary: Path, inputs: list[dict[str, str]]) -> list:
     """One process over several programs. Per program: its (outcome, record), _ALONE or _NOT_BEGUN."""
-    workdir = new_workdir("run")
-    try:
+    with _workdir(cfg) as workdir:
         r, data = run_binary(cfg, cache_root, binary, workdir, inputs)
         if r.setup_error:
             return [(r, RunRecord(None, None))] * len(inputs)
@@ -77,6 +83,3 @@ def _batch(cfg: SimConfig, cache_root: Path, binary: Path, inputs: list[dict[str
             # over its own wall-clock time, it is a timeout as alone; any other death is run again alone
             verdicts.append((RunOutcome(None, True, each, ""), RunRecord(None, None)) if r.timed_out else _ALONE)
         return verdicts + [_NOT_BEGUN] * (len(inputs) - len(verdicts))
-    finally:
-        if not cfg.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)

@@ -68,8 +68,8 @@ def _sources_digest() -> bytes:
     """The driver and the rules that decide what may be built: a cached `ok` must not outlive a
     stricter check. Read once per process (the fingerprint is computed for every evaluation)."""
     h = hashlib.sha256(main_source().read_bytes())
-    for f in ("safety.py", "stdtasks.py", "preprocess.py", "verilator_ast.py", "verilator_tree.py", "dut_boundary.py", "batch.py",
-              "design_check.py", "design.py", "execute.py", "coverage.py"):
+    for f in ("safety.py", "stdtasks.py", "preprocess.py", "verilator_ast.py", "verilator_tree.py", "dut_boundary.py",
+              "design_check.py", "design.py", "execute.py", "batch.py", "coverage.py"):
         h.update((Path(__file__).parent / f).read_bytes())
     return h.digest()
 

@@ -108,17 +108,17 @@ def run_binary(cfg: SimConfig, cache_root: Path, binary: Path, workdir: Path,
                inputs: list[dict[str, str]]) -> tuple[RunOutcome, bytes]:
     """Run `binary` over len(inputs) programs (at least one) with `workdir/run` as a fresh tmpfs;
     program i reads its `inputs[i]` as `../in/<i>/<name>`. Returns the outcome and the result stream
-    (empty when the run timed out as a whole or could not be set up)."""
+    as written (the caller decides what a timed-out or unstarted run's stream is worth)."""
     run, inp, out = workdir / "run", workdir / "in", workdir / "out"
     for d in (run, inp, out):
         d.mkdir(exist_ok=True)
-    for i, files in enumerate(inputs or [{}]):
+    for i, files in enumerate(inputs):
         (inp / str(i)).mkdir()
         for name, text in files.items():
             (inp / str(i) / name).write_text(text)
     policy = Policy(read=(str(binary.parent), str(inp)), scratch=str(run), quota_mb=cfg.disk_quota_mb,
                     chdir=str(run), strict=True)
-    n = max(1, len(inputs))
+    n = len(inputs)
     fd = os.open(out / RESULT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         env = {"CHORUS_MAX_TIME_NS": repr(float(cfg.max_sim_time_ns)), "CHORUS_RESULT_FD": str(fd),
@@ -127,8 +127,6 @@ def run_binary(cfg: SimConfig, cache_root: Path, binary: Path, workdir: Path,
                    progress=out / RESULT_FILE if n > 1 else None, programs=n)
     finally:
         os.close(fd)
-    if (r.timed_out and n == 1) or r.setup_error:
-        return r, b""
     return r, (out / RESULT_FILE).read_bytes()
 
 

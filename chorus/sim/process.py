@@ -54,6 +54,7 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
     batch): `timeout_s` then limits each piece, the time the file goes without growing, and
     `total_timeout_s` the whole command."""
     over_disk, done = threading.Event(), threading.Event()
+    whole_s = total_timeout_s or timeout_s
 
     def limits() -> None:
         os.setsid()
@@ -77,7 +78,7 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
     if jail is not None and jail.mode != "off":
         report_r, report_w = os.pipe()
         try:
-            cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w, total_timeout_s or timeout_s), *cmd]
+            cmd = [*jail_prefix(jail.mode, jail.cache_root, jail.policy, report_w, whole_s), *cmd]
         except IsolationError as exc:
             os.close(report_r)
             os.close(report_w)
@@ -97,7 +98,7 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
             # A jail enforces the limit itself and returns only when the tree is dead; this timer
             # is then only the backstop for a jail that cannot.
             grace = JAIL_GRACE_S if report_r is not None else 0.0
-            timer = threading.Timer((total_timeout_s or timeout_s) + grace, kill_group, args=(proc.pid,))
+            timer = threading.Timer(whole_s + grace, kill_group, args=(proc.pid,))
             timer.daemon = True
             timer.start()
             if progress is not None:

@@ -43,14 +43,14 @@ class RuntimeKit:
     main_object: Path | None = None  # chorus's driver, compiled against `model_header` (see main_fits)
 
 
+MAIN_OBJECT, MODEL_HEADER, MODEL_SETTINGS = "chorus_main.o", "Vtb.h.ref", "Vtb_settings.ref"
+
+
 def _load(d: Path) -> RuntimeKit:
     pch = d / "chorus_pch.h"
     return RuntimeKit(d, tuple(sorted(d.glob("verilated*.o"))),
                       pch if (d / "chorus_pch.h.gch").exists() else None,
                       d / MAIN_OBJECT if (d / MAIN_OBJECT).exists() and (d / MODEL_HEADER).exists() else None)
-
-
-MAIN_OBJECT, MODEL_HEADER, MODEL_SETTINGS = "chorus_main.o", "Vtb.h.ref", "Vtb_settings.ref"
 
 
 def model_settings(classes_mk: str) -> str:

@@ -62,10 +62,6 @@ _ITEM_SPLIT = re.compile(r"[\s,;]+")
 _REPEAT = re.compile(r"[x*][0-9]{1,9}")
 _COUNT = re.compile(r"[0-9]{1,9}")
 _SPACED_ASSIGN = re.compile(r"\s[=:]|[=:]\s")
-
-
-def _assign_mark(m: re.Match) -> str:
-    return m.group(1)
 _VALUE = re.compile(r"^(?:([0-9]+)?'([sS])?([bBoOdDhH]))?([0-9a-fA-FxXzZ_?]{1,1024})$")
 _DECIMAL = re.compile(r"[0-9]{1,1024}")
 
@@ -111,7 +107,7 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
         if not line:
             continue
         if _SPACED_ASSIGN.search(line):
-            line = _AROUND_ASSIGN.sub(_assign_mark, line)
+            line = _AROUND_ASSIGN.sub(r"\1", line)
         items = [i for i in _ITEM_SPLIT.split(line) if i]
         assigns, cycles, reset = {}, 1, False  # an input set twice on one line keeps its last value
         for item in items:
@@ -122,16 +118,11 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
                 name, value = item[:cut], item[cut + 1:]
                 if name not in drivable:
                     raise VectorsError(f"line {n}: unknown alias {name!r}; this design takes {_alias_names(amap)}")
-                if _HEX.fullmatch(value):  # the usual forms, read without parse_value's general path
-                    v = int(value, 16)
-                elif _DECIMAL.fullmatch(value):
-                    v = int(value)
-                else:
-                    try:
-                        v = parse_value(value)
-                    except ValueError:
-                        raise VectorsError(f"line {n}: cannot read value {value!r} for {name} "
-                                           "(use 12, 0x1f, 0b101, 8'hff or ?)") from None
+                try:
+                    v = parse_value(value)
+                except ValueError:
+                    raise VectorsError(f"line {n}: cannot read value {value!r} for {name} "
+                                       "(use 12, 0x1f, 0b101, 8'hff or ?)") from None
                 assigns.pop(name, None)
                 assigns[name] = v if v is RANDOM else v & ((1 << drivable[name].width) - 1)
             elif _REPEAT.fullmatch(item):

@@ -102,7 +102,10 @@ static void on_exit_cb(void*) { write_results("fatal"); }
 // program can read what another wrote. False if anything could not be removed.
 static bool empty_dir(int dirfd) {
     DIR* d = ::fdopendir(dirfd);
-    if (!d) return false;
+    if (!d) {
+        ::close(dirfd);
+        return false;
+    }
     bool ok = true;
     std::vector<std::string> names;
     while (struct dirent* e = ::readdir(d)) {
