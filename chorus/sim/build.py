@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import shlex
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import SimConfig
 from .isolation import Policy
 from .process import Jail, run_limited
-from .runtime import PREFIX, RuntimeKit, ensure_runtime, main_fits, main_source
-from .toolchain import COVERAGE_FLAGS, WARNING_FLAGS, Toolchain, fast_linker
+from .runtime import PREFIX, RuntimeKit, ensure_runtime, includer_script, main_fits, main_source
+from .toolchain import COVERAGE_FLAGS, WARNING_FLAGS, Toolchain, fast_linker, model_compiler
 
 BINARY = "sim"
 
 
 @dataclass
 class BuildOutcome:
-    status: str  # ok | compile_error | harness_error | timeout
+    status: str  # ok | compile_error | harness_error | timeout | stopped (see build's gate)
     reason: str
     log: str
     seconds: float
@@ -46,7 +48,8 @@ def make_vars(cfg: SimConfig, tc: Toolchain, naive: bool = False) -> dict[str, s
     # The PCH include setting is a workaround needed even for naive builds of larger designs.
     if naive:
         return {"CFG_CXXFLAGS_PCH_I": "-include"}
-    v = {"CFG_CXXFLAGS_PCH_I": "-include", "OPT_FAST": cfg.opt, "OPT_SLOW": cfg.opt, "OPT_GLOBAL": cfg.opt}
+    v = {"CFG_CXXFLAGS_PCH_I": "-include", "OPT_FAST": cfg.opt, "OPT_SLOW": cfg.opt, "OPT_GLOBAL": cfg.opt,
+         "VERILATOR_INCLUDER": f"sh {includer_script().name}"}  # copied into the build dir (the jail reads it)
     if cfg.ccache and tc.ccache:
         v["OBJCACHE"] = tc.ccache
     if linker := fast_linker(tc):
@@ -114,11 +117,13 @@ def build_jail(cfg: SimConfig, cache_root: Path, read: tuple[Path, ...], write: 
 def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_top: str,
           defines: dict[str, str], cache_root: Path, naive: bool = False, prefix: str = PREFIX,
           main: Path | None = None, extra_args: tuple[str, ...] = (),
-          extra_objects: tuple[Path, ...] = ()) -> BuildOutcome:
+          extra_objects: tuple[Path, ...] = (), gate: Callable[[], bool] | None = None) -> BuildOutcome:
     """Verilate and compile `sources` (paths relative to workdir/design) into workdir/obj/sim.
 
     `main` replaces chorus's driver (e.g. cocotb's VPI main), `extra_args` go to Verilator and
-    `extra_objects` join the prebuilt runtime objects (e.g. the VPI ones a --vpi build needs)."""
+    `extra_objects` join the prebuilt runtime objects (e.g. the VPI ones a --vpi build needs).
+    `gate`, when given, is asked after Verilator and before any C++ is compiled: False stops the
+    build there (status "stopped"), so Verilator can run while a check of the same sources does."""
     design, obj = workdir / "design", workdir / "obj"
     main = main or main_source()
     shutil.copy(main, design / main.name)
@@ -151,23 +156,42 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     if v.returncode != 0 or v.signal is not None:
         status, reason = classify_failure(v.log, v.returncode, v.signal)
         return BuildOutcome(status, reason, v.log, v.seconds)
+    if gate is not None and not gate():
+        return BuildOutcome("stopped", "stopped before the C++ compile: the sources' check did not pass", v.log,
+                            v.seconds)
     make_args = dict(mvars)
+    shutil.copy(includer_script(), obj / includer_script().name)
     for o in (*(kit.objects if kit else ()), *extra_objects):
         shutil.copy(o, obj / o.name)  # copy, not copy2: must be newer than the generated .mk
     if kit is not None and main == main_source() and main_fits(kit, obj, prefix):
         shutil.copy(kit.main_object, obj / "chorus_main.o")  # newer than its source: make links it as is
-    if kit is not None:
+    clang_args = {}
+    if kit is not None and cfg.pch and not _parallel_build(obj, prefix):
         # Larger models are split into several files that use Verilator's own precompiled
-        # header; gcc takes one PCH per compile, so ours must stay out of those builds.
-        if cfg.pch and kit.pch_header is not None and not _parallel_build(obj, prefix):
+        # header; a compile takes one PCH, so ours must stay out of those builds.
+        if kit.pch_header is not None:
             make_args["OPT_FAST"] = f"{make_args['OPT_FAST']} -include {kit.pch_header}"
-    remaining = max(1.0, cfg.build_timeout_s - v.seconds)
-    cmd = ["make", "-s", "-C", str(obj), "-f", f"{prefix}.mk", f"-j{max(1, cfg.jobs)}",
-           *(f"{k}={val}" for k, val in make_args.items())]
+        if cfg.clang and kit.clang_pch is not None:
+            # No ccache: a new testbench is a new file, so it could only miss.
+            clang_args = {k: v for k, v in make_args.items() if k != "OBJCACHE"}
+            clang_args.update(CXX=shlex.join(model_compiler(tc)), USER_LDLIBS=str(kit.clang_object),
+                              OPT_FAST=f"{mvars['OPT_FAST']} -include-pch {kit.clang_pch}")
     log_m = workdir / "out" / "make.log"
-    m = run_limited(cmd, cwd=obj, env=env, timeout_s=remaining, log_path=log_m, mem_mb=mem, file_mb=fsz, jail=jail,
-                    disk_quota=quota)
+
+    def make(args: dict[str, str], spent: float):
+        cmd = ["make", "-s", "-C", str(obj), "-f", f"{prefix}.mk", f"-j{max(1, cfg.jobs)}",
+               *(f"{k}={val}" for k, val in args.items())]
+        return run_limited(cmd, cwd=obj, env=env, timeout_s=max(1.0, cfg.build_timeout_s - spent), log_path=log_m,
+                           mem_mb=mem, file_mb=fsz, jail=jail, disk_quota=quota)
+
+    m = make(clang_args or make_args, v.seconds)
     seconds = v.seconds + m.seconds
+    if clang_args and not (m.over_disk or m.setup_error or m.timed_out) and (m.returncode != 0 or m.signal is not None):
+        # g++ decides what fails to compile, as without clang: a failure is re-run with it. Objects
+        # clang did build stay (they may need clang's header object, which stays in the link).
+        make_args["USER_LDLIBS"] = clang_args["USER_LDLIBS"]
+        m = make(make_args, seconds)
+        seconds += m.seconds
     if m.over_disk:
         return BuildOutcome("compile_error", _over_disk(cfg, "the C++ compile"), v.log + m.log, seconds)
     if m.setup_error:

@@ -27,6 +27,7 @@ class SimConfig:
     jobs: int = 2  # make -j for one build
     prebuilt_runtime: bool = True
     pch: bool = True
+    clang: bool = True  # compile models with clang (ziglang wheel) when present: same program, ~4x faster compile
     ccache: bool = True
     cache: bool = True
     cache_dir: str | None = None  # default: $CHORUS_CACHE_DIR or ~/.cache/chorus
@@ -52,7 +53,7 @@ class SimConfig:
     def fingerprint(self) -> str:
         """Settings that can change a result (not speed-only knobs)."""
         d = asdict(self)
-        for k in ("build_timeout_s", "run_timeout_s", "jobs", "prebuilt_runtime", "pch", "ccache",
+        for k in ("build_timeout_s", "run_timeout_s", "jobs", "prebuilt_runtime", "pch", "clang", "ccache",
                   "cache", "cache_dir", "cache_max_gb", "keep_workdir", "isolation",
                   "executor", "executor_address", "executor_cpus", "executor_memory_mb", "scoring_mem_mb",
                   "scoring_cpu_s"):

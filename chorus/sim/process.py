@@ -47,8 +47,9 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
 
     `disk_quota` (MB, dirs): a total for everything under those dirs (RLIMIT_FSIZE bounds each file
     only): a watcher sums them every DISK_POLL_S and kills the tree past it, so the overshoot is
-    what the command can write in that time. (A run's own scratch dir is a tmpfs of exactly its
-    quota; a build's output must outlive its jail, so it is watched instead.)
+    what the command can write in that time, and they are summed once more when it ends. (A run's own
+    scratch dir is a tmpfs of exactly its quota; a build's output must outlive its jail, so it is
+    watched instead.)
 
     `progress` (a file the command appends to as it finishes pieces of work, e.g. the programs of a
     batch): `timeout_s` then limits each piece, the time the file goes without growing, and
@@ -114,6 +115,11 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
                 timer.cancel()
                 _killpg(proc.pid)  # leftovers of the group (e.g. make's children)
                 proc.wait()
+            # A command that ends between two polls is measured once more: the total holds however
+            # fast it wrote, not only while the watcher happened to look.
+            if disk_quota is not None and not over_disk.is_set() and \
+                    sum(_tree_bytes(d) for d in disk_quota[1]) > disk_quota[0] << 20:
+                over_disk.set()
         report = _read_report(report_r) if report_r is not None else ""
     finally:
         for fd in (report_r, report_w):

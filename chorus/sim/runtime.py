@@ -7,14 +7,16 @@ header covers verilated.h and friends, which dominate compiling a small model at
 from __future__ import annotations
 
 import fcntl
+import shlex
 import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from .process import run_limited
-from .toolchain import Toolchain, flagset_key
+from .toolchain import Toolchain, flagset_key, model_compiler
 
 # What every chorus model is built with, the runtime kit included: the kit's objects and header are
 # compiled against chorus's driver and the Verilator prefix, so they live here and build.py imports
@@ -25,6 +27,11 @@ PREFIX = "Vtb"
 def main_source() -> Path:
     """chorus's C++ driver (main) for the Verilated model."""
     return Path(str(resources.files("chorus.sim") / "csrc" / "chorus_main.cpp"))
+
+
+def includer_script() -> Path:
+    """A shell stand-in for Verilator's Python verilator_includer (same output, no interpreter start)."""
+    return Path(str(resources.files("chorus.sim") / "csrc" / "includer.sh"))
 
 
 _TRIVIAL_TB = "`timescale 1ns/1ps\nmodule tb; logic c = 0; always #1 c = ~c; initial begin @(posedge c); #1 $finish; end endmodule\n"
@@ -41,16 +48,22 @@ class RuntimeKit:
     objects: tuple[Path, ...]
     pch_header: Path | None
     main_object: Path | None = None  # chorus's driver, compiled against `model_header` (see main_fits)
+    # clang's precompiled header and the object holding its code (see toolchain.model_compiler)
+    clang_pch: Path | None = None
+    clang_object: Path | None = None
 
 
 MAIN_OBJECT, MODEL_HEADER, MODEL_SETTINGS = "chorus_main.o", "Vtb.h.ref", "Vtb_settings.ref"
+CLANG_PCH, CLANG_OBJECT = "chorus_pch.h.pch", "chorus_pch.o"
 
 
 def _load(d: Path) -> RuntimeKit:
     pch = d / "chorus_pch.h"
+    clang = (d / CLANG_PCH).exists() and (d / CLANG_OBJECT).exists()
     return RuntimeKit(d, tuple(sorted(d.glob("verilated*.o"))),
                       pch if (d / "chorus_pch.h.gch").exists() else None,
-                      d / MAIN_OBJECT if (d / MAIN_OBJECT).exists() and (d / MODEL_HEADER).exists() else None)
+                      d / MAIN_OBJECT if (d / MAIN_OBJECT).exists() and (d / MODEL_HEADER).exists() else None,
+                      d / CLANG_PCH if clang else None, d / CLANG_OBJECT if clang else None)
 
 
 def model_settings(classes_mk: str) -> str:
@@ -97,6 +110,51 @@ def ensure_runtime(tc: Toolchain, flags: tuple[str, ...], make_vars: dict[str, s
     return _load(d)
 
 
+def model_cflags(obj: Path, make_vars: dict[str, str], env: dict[str, str]) -> list[str]:
+    """The flags Verilator's makefile compiles a one-file model with (include dirs, VM_* defines,
+    -std), read from `make -n` so that they stay Verilator's, minus compiler, optimisation and files."""
+    marker = "chorus-cxx-marker"
+    cmd = ["make", "-n", "-B", "-C", str(obj), "-f", f"{PREFIX}.mk", f"{PREFIX}__ALL.o",
+           *(f"{k}={v}" for k, v in make_vars.items() if k != "OBJCACHE"), f"CXX={marker}", "OPT_FAST="]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith(marker) and " -c " in ln), None)
+    if line is None:
+        raise RuntimeBuildError(f"could not read the model compile flags from make -n: {out.stdout[-300:]}")
+    words, flags = shlex.split(line)[1:], []
+    while words:
+        w = words.pop(0)
+        if w == "-o":
+            words.pop(0)
+        elif w not in ("-c", "-MMD") and not w.endswith(".cpp"):
+            flags.append(w)
+    return flags
+
+
+def _verilator_include(env: dict[str, str]) -> Path:
+    return Path(env["VERILATOR_ROOT"]) / "include"
+
+
+def _build_clang_pch(clang: tuple[str, ...], obj: Path, make_vars: dict[str, str], env: dict[str, str],
+                     stage: Path) -> None:
+    """clang's header with the templates instantiated, and its code compiled once into an object;
+    models include the one and link the other. Models get built with g++ if this fails (logged)."""
+    opt = make_vars.get("OPT_FAST", "-O0").split()
+    flags = model_cflags(obj, make_vars, env)
+    # clang's header records the files it was made from and checks them when used: the kit's own
+    # chorus_pch.h moves (stage -> cache dir), so the header is made of Verilator's headers directly.
+    *first, last = [ln.split('"')[1] for ln in _PCH.splitlines()]
+    steps = ([*clang, *opt, *flags, *(a for h in first for a in ("-include", h)), "-x", "c++-header",
+              "-fpch-codegen", "-fpch-instantiate-templates", str(_verilator_include(env) / last), "-o", CLANG_PCH],
+             [*clang, *opt, "-c", CLANG_PCH, "-o", CLANG_OBJECT])
+    for cmd in steps:
+        r = run_limited(cmd, cwd=obj, env=env, timeout_s=300, log_path=obj / "clang.log", mem_mb=8192, file_mb=512)
+        if r.returncode != 0:
+            (stage / "clang.log").write_text(r.log[-4000:])
+            return
+    for name in (CLANG_PCH, CLANG_OBJECT):
+        shutil.copy(obj / name, stage / name)
+
+
 def _build_kit(tc: Toolchain, flags, make_vars, tmp: Path, dest: Path) -> None:
     (tmp / "tb.sv").write_text(_TRIVIAL_TB)
     shutil.copy(main_source(), tmp / "chorus_main.cpp")
@@ -108,6 +166,7 @@ def _build_kit(tc: Toolchain, flags, make_vars, tmp: Path, dest: Path) -> None:
     if r.returncode != 0:
         raise RuntimeBuildError(f"could not verilate the runtime probe: {r.log[-500:]}")
     (obj / "chorus_pch.h").write_text(_PCH)
+    shutil.copy(includer_script(), obj / includer_script().name)
     targets = ["sim", "chorus_pch.h.fast.gch"]
     cmd = ["make", "-s", "-C", str(obj), "-f", f"{PREFIX}.mk", "-j2", *targets,
            *(f"{k}={v}" for k, v in make_vars.items())]
@@ -124,6 +183,8 @@ def _build_kit(tc: Toolchain, flags, make_vars, tmp: Path, dest: Path) -> None:
     shutil.copy(obj / f"{PREFIX}.h", stage / MODEL_HEADER)
     (stage / MODEL_SETTINGS).write_text(model_settings((obj / f"{PREFIX}_classes.mk").read_text()))
     shutil.copy(obj / "chorus_pch.h.fast.gch", stage / "chorus_pch.h.gch")
+    if clang := model_compiler(tc):
+        _build_clang_pch(clang, obj, make_vars, env, stage)
     (stage / "READY").write_text("ok\n")
     shutil.rmtree(dest, ignore_errors=True)
     stage.rename(dest)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from ..tasks.schema import TRUSTED, Task
@@ -85,17 +86,25 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         text, tb_top, units, unparsed = checked
         (design / tb_name).write_text(text)  # build exactly the text that was checked
         sources.append(tb_name)
-        verdict = check_ast(tc, cfg, root, workdir, sources, tb_top, task.defines, set(units.declared),
-                            bool(task.meta.get(TRUSTED)), cfg.allow_dut_writes)
+        # The AST check and the build's Verilator run side by side (both only read the sources); the
+        # build compiles C++ only once the check has passed, and a failed check decides the result.
+        with ThreadPoolExecutor(max_workers=1) as checker:
+            checking = checker.submit(check_ast, tc, cfg, root, workdir, sources, tb_top, task.defines,
+                                      set(units.declared), bool(task.meta.get(TRUSTED)), cfg.allow_dut_writes)
+            try:
+                b = None if unparsed else build(tc, cfg, workdir, sources, tb_top, task.defines, root,
+                                                naive=cfg.naive_build,
+                                                gate=lambda: checking.result().status == "ok")
+            except RuntimeBuildError as exc:
+                b = SimResult("harness_error", str(exc).splitlines()[0])
+            verdict = checking.result()
         if verdict.status != "ok":
             return _ast_result(task, tc, cfg, root, verdict)
         if unparsed:
             return SimResult("rejected", f"{unparsed}, although Verilator accepts it; chorus builds only "
                              "what both parsers read the same way")
-        try:
-            b = build(tc, cfg, workdir, sources, tb_top, task.defines, root, naive=cfg.naive_build)
-        except RuntimeBuildError as exc:
-            return SimResult("harness_error", str(exc).splitlines()[0])
+        if isinstance(b, SimResult):
+            return b
         seconds = {"build": round(b.seconds, 4)}
         if b.status != "ok":
             return _blame(task, tc, cfg, root, b.status, b.reason, b.log, seconds)
