@@ -62,7 +62,10 @@ def test_clang_and_gcc_models_score_alike_on_every_bundled_family(sim_cfg, tmp_p
 def test_a_clang_failure_is_decided_by_gcc(counter_task, sim_cfg, tmp_path, monkeypatch):
     """Were clang to reject a model that g++ builds, the testbench would not be charged: the build is
     re-run with g++, whose verdict is the result, as when clang is absent."""
-    monkeypatch.setattr(build_module, "model_compiler", lambda tc: ("sh", "-c", "exit 1", "--"))
+    # "clang" writes a model object that cannot link (as a header object short of a runtime symbol
+    # would): the link fails, and g++ must not reuse what clang left behind
+    monkeypatch.setattr(build_module, "model_compiler",
+                        lambda tc: ("sh", "-c", 'for a; do o=$n; n=$a; done; echo junk > "$o"', "--"))
     tb = counter_tb("    repeat (20) @(posedge clk);\n    $finish;")
     r = kept_run(counter_task, tb, sim_cfg, tmp_path / "w", monkeypatch)
     assert r.status == "ok", r.reason

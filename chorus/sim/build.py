@@ -171,10 +171,12 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
         # header; a compile takes one PCH, so ours must stay out of those builds.
         if kit.pch_header is not None:
             make_args["OPT_FAST"] = f"{make_args['OPT_FAST']} -include {kit.pch_header}"
-        if cfg.clang and kit.clang_pch is not None:
+        # Only chorus's own driver: clang's header object needs every runtime object it was made
+        # with, which a build with another main (cocotb's VPI one) does not link as such.
+        if cfg.clang and kit.clang_pch is not None and main == main_source() and not extra_objects:
             # No ccache: a new testbench is a new file, so it could only miss.
             clang_args = {k: v for k, v in make_args.items() if k != "OBJCACHE"}
-            clang_args.update(CXX=shlex.join(model_compiler(tc)), USER_LDLIBS=str(kit.clang_object),
+            clang_args.update(CXX=shlex.join(model_compiler(tc)).replace("$", "$$"), USER_LDLIBS=str(kit.clang_object),
                               OPT_FAST=f"{mvars['OPT_FAST']} -include-pch {kit.clang_pch}")
     log_m = workdir / "out" / "make.log"
 
@@ -184,12 +186,15 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
         return run_limited(cmd, cwd=obj, env=env, timeout_s=max(1.0, cfg.build_timeout_s - spent), log_path=log_m,
                            mem_mb=mem, file_mb=fsz, jail=jail, disk_quota=quota)
 
+    before = {p.name for p in obj.iterdir()}
     m = make(clang_args or make_args, v.seconds)
     seconds = v.seconds + m.seconds
     if clang_args and not (m.over_disk or m.setup_error or m.timed_out) and (m.returncode != 0 or m.signal is not None):
-        # g++ decides what fails to compile, as without clang: a failure is re-run with it. Objects
-        # clang did build stay (they may need clang's header object, which stays in the link).
-        make_args["USER_LDLIBS"] = clang_args["USER_LDLIBS"]
+        # g++ decides what fails to compile, as without clang: a failure is built again with g++
+        # alone, from what Verilator wrote (whatever clang made is removed first).
+        for p in obj.iterdir():
+            if p.name not in before and p.is_file() and not p.is_symlink():
+                p.unlink()
         m = make(make_args, seconds)
         seconds += m.seconds
     if m.over_disk:
