@@ -2,9 +2,11 @@
 
     python bench/sim_throughput.py [--tasks N] [--naive-tasks K] [--workers W] [--per-task S]
 
-"Old path" below is today's code with the three speed-ups of issue 26 switched off in-process
-(`old_path`): Verilator's runtime objects at the models' -O0, chorus's driver compiled in every build,
-the default linker, and (vectors) one simulator process per program. Each path has its own cache dir.
+"Old path" below is today's code with the speed-ups of issue 26 switched off in-process (`old_path`
+and clang=False): Verilator's runtime objects at the models' -O0, chorus's driver compiled in every
+build, the default linker, models compiled by g++ (not clang), Verilator's Python includer, the AST
+check before (not beside) the build's Verilator run, and (vectors) one simulator process per program.
+Each path has its own cache dir.
 
 Part 1, whole testbenches (bundled reference testbenches), on prepared designs (each design's one-time
 checks ran first, untimed):
@@ -28,11 +30,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import importlib
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import Future
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -47,15 +51,53 @@ from chorus.stimulus.program import random_program  # noqa: E402
 from chorus.tasks import load_bundled, load_tasks  # noqa: E402
 
 
+class InlineExecutor:
+    """A ThreadPoolExecutor stand-in that runs each job at once: the AST check before the build."""
+
+    def __init__(self, *a, **k):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, fn, *args, **kwargs):
+        f = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed over as the real executor would
+            f.set_exception(exc)
+        return f
+
+
+def python_includer_make_vars(cfg, tc, naive=False):
+    v = dict(MAKE_VARS(cfg, tc, naive))
+    v.pop("VERILATOR_INCLUDER", None)
+    return v
+
+
+MAKE_VARS = build.make_vars
+# the module (chorus.sim's `simulate` is the function of the same name)
+sim_simulate = importlib.import_module("chorus.sim.simulate")
+
+
 @contextmanager
 def old_path():
-    """The simulator as it was before issue 26's speed-ups (see the module docstring)."""
-    saved = runtime.RUNTIME_OPT, build.fast_linker, build.main_fits
-    runtime.RUNTIME_OPT, build.fast_linker, build.main_fits = None, lambda tc: "", lambda *a, **k: False
+    """The simulator as it was before issue 26's speed-ups (see the module docstring); the old
+    SimConfig also has clang=False."""
+    patched = ((runtime, "RUNTIME_OPT", None), (build, "fast_linker", lambda tc: ""),
+               (build, "main_fits", lambda *a, **k: False), (build, "make_vars", python_includer_make_vars),
+               (sim_simulate, "ThreadPoolExecutor", InlineExecutor))
+    saved = [(m, name, getattr(m, name)) for m, name, _ in patched]
+    for m, name, value in patched:
+        setattr(m, name, value)
     try:
         yield
     finally:
-        runtime.RUNTIME_OPT, build.fast_linker, build.main_fits = saved
+        for m, name, value in saved:
+            setattr(m, name, value)
 
 
 def old_score(fmt, task, completion, cfg, options=None):
@@ -197,7 +239,7 @@ def main() -> None:
     tasks = [t for t in load_bundled() if t.reference_tb]
     tasks = tasks[: args.tasks] if args.tasks else tasks
     new = SimConfig(cache=False, cache_dir=tempfile.mkdtemp(prefix="chorus-bench-"))
-    old = SimConfig(cache=False, cache_dir=tempfile.mkdtemp(prefix="chorus-bench-old-"))
+    old = SimConfig(cache=False, cache_dir=tempfile.mkdtemp(prefix="chorus-bench-old-"), clang=False)
     tc = find_toolchain()
     print(f"verilator: {tc.version}; ccache: {tc.ccache or 'absent'}; linker flag: "
           f"{build.fast_linker(tc) or 'default'}; tasks: {len(tasks)}")
