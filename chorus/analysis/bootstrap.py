@@ -23,3 +23,14 @@ def bootstrap_ci(values, stat: Callable[[np.ndarray], float], n_boot: int = 1000
         return float("nan"), float("nan")
     lo, hi = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
+
+
+def bootstrap_mean_ci(values, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
+    """bootstrap_ci of the mean of a 1-D array (e.g. per-task paired differences), vectorised: the
+    same resamples and so the same interval, without a Python call per resample."""
+    v = np.asarray(values, dtype=float)
+    if len(v) == 0 or n_boot < 1 or np.isnan(v).any():
+        return float("nan"), float("nan")
+    idx = np.random.default_rng(seed).integers(0, len(v), size=(n_boot, len(v)))
+    lo, hi = np.quantile(v[idx].mean(axis=1), [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)

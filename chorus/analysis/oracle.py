@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from . import crossfit
-from .bootstrap import bootstrap_ci
+from .bootstrap import bootstrap_ci, bootstrap_mean_ci
 from .complementarity import solved_sets
 
 
@@ -205,3 +205,27 @@ def gap_recovery_beyond_null(consolidated: np.ndarray, oracle: dict, metric: str
     runs = oracle["singles"][metric]
     both = np.column_stack([cons, oracle["per_task"][metric].to_numpy(), runs[:, int(np.argmax(runs.mean(axis=0)))]])
     return value, bootstrap_ci(both, stat, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+def headroom_claim(table: pd.DataFrame, runs: list[str], metric: str = "pass_at_1", k: int | None = None,
+                   n_boot: int = 1000, alpha: float = 0.05, n_splits: int = N_SPLITS, seed: int = 0) -> dict:
+    """The claim rule for complementarity: the cross-fitted headroom (oracle minus the best single
+    run, that run fixed) with its percentile bootstrap interval over tasks, and claimed = its lower
+    bound > 0. Under any dominance (one run at least as good as every other on every task) the
+    cross-fitted headroom's expectation is <= 0: the oracle scores the run chosen on other samples,
+    which is in expectation no better than the dominant run there. So a lower bound above 0 is a
+    test at level alpha/2 whatever the runs' levels, unlike a comparison with the null of identical
+    experts, whose winner's curse clearly ranked runs do not share."""
+    c = crossfit.cells(table, list(runs))
+    fit = cross_fitted_oracle(table, runs, k, n_splits, seed)
+    single = crossfit.singles(c, k)[metric]
+    o = fit["per_task"][metric].to_numpy()
+    means = single.mean(axis=0)
+    if np.isnan(o).any() or np.isnan(means).any():
+        nan = float("nan")
+        return {"headroom": nan, "ci": (nan, nan), "claimed": False, "notes": fit["notes"]}
+    best = int(np.argmax(means))
+    diff = o - single[:, best]
+    ci = bootstrap_mean_ci(diff, n_boot=n_boot, alpha=alpha, seed=seed)
+    return {"headroom": float(diff.mean()), "ci": ci, "claimed": bool(ci[0] > 0), "best": runs[best],
+            "notes": fit["notes"]}
