@@ -1,7 +1,10 @@
 """python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project]
+python -m chorus.analyze power=true [design.tasks=150 design.samples=16 design.levels='[0.2,0.36,0.26]'] [runs=...]
 
 Loads the per-task tables of every run the glob finds (or a W&B project's runs), prints the
 CHORUS-style table as markdown and writes table.md, table.csv and the PNG plots into `out`.
+power=true prints the minimum detectable oracle headroom of a design instead (settings not given
+are read from the runs' experts).
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ def main(cfg: DictConfig) -> None:
     from .tracking.runs import load_runs, load_wandb_runs, with_pass_rule
 
     c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    if c["power"]:
+        return power(c)
     out = Path(c["out"] or HydraConfig.get().runtime.output_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=FutureWarning)
@@ -49,6 +54,30 @@ def main(cfg: DictConfig) -> None:
     if result["random_deltas"]:
         print(f"\nEach run against uniform random stimulus (paired bootstrap over tasks):\n\n{result['random_deltas']}")
     print(f"\n{len(runs.runs)} runs, {int(result['table']['n_tasks'].iloc[0])} common tasks -> {out}")
+
+
+def power(c: dict) -> None:
+    """power=true: the minimum detectable headroom of a design, given or read from runs."""
+    from .analysis.power import POWER_SIMS, minimum_detectable_headroom, power_report, resolve_design
+    from .analysis.table import choose_experts
+    from .tracking.runs import load_runs, with_pass_rule
+
+    d = c["design"]
+    try:
+        table = experts = None
+        if any(d[k] is None for k in ("tasks", "samples", "levels", "hi", "lo")) and c["runs"]:
+            try:
+                runs = with_pass_rule(load_runs(c["runs"]), c["pass_coverage"])
+                table, experts = runs.table, choose_experts(runs.runs, c["experts"])
+            except ValueError:
+                if any(d[k] is None for k in ("tasks", "samples", "levels")):
+                    raise
+        design = resolve_design(d, table, experts)
+        result = minimum_detectable_headroom(design, power=d["power"], n_sims=d["sims"] or POWER_SIMS, seed=d["seed"])
+    except (ValueError, OSError) as exc:
+        print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    print(power_report(result))
 
 
 if __name__ == "__main__":

@@ -293,6 +293,20 @@ class LoggerConf:
 
 
 @dataclass
+class DesignConf:
+    """analyze power=true: the design whose minimum detectable headroom is simulated (chorus.analysis.power).
+    A null setting is read from the loaded runs' experts (runs=, experts=)."""
+    tasks: Optional[int] = None  # held-out tasks
+    samples: Optional[int] = None  # samples per task and expert
+    levels: Optional[List[float]] = None  # each expert's Pass@1, 0-1
+    hi: Optional[float] = None  # an expert's pass rate on a task it solves (two-level model)
+    lo: Optional[float] = None  # and on one it does not
+    power: float = 0.8
+    sims: Optional[int] = None  # simulated data sets per headroom tried; null: chorus.analysis.power.POWER_SIMS
+    seed: int = 0
+
+
+@dataclass
 class AnalyzeConf:
     runs: str = "runs"  # a glob of run dirs, or a folder searched for run dirs
     wandb: Optional[str] = None  # entity/project: read the runs from W&B instead (online)
@@ -304,6 +318,8 @@ class AnalyzeConf:
     bootstrap: int = 1000  # resamples over tasks for the confidence intervals
     alpha: float = 0.05
     seed: int = 0
+    power: bool = False  # print the minimum detectable headroom of `design` instead of the table
+    design: DesignConf = field(default_factory=DesignConf)
 
 
 @dataclass

@@ -12,8 +12,9 @@ Six tasks (t0-t2 easy, t3-t5 hard), two samples each. Per-task pass rates:
     opd/three_experts    1    .5   1    .5   .5   0    3.5/6    in-sample (3.5-2.5)/(4-2.5) = 2/3
     soup/three_experts   1    0    0    0    0    0    1/6      in-sample (1-2.5)/1.5 = -1
 
-With 6 tasks the cross-fitted headroom is not beyond the null of identical experts: the table leaves
-gap recovery undefined (chorus.analysis.oracle.gap_recovery_beyond_null).
+With 6 tasks the cross-fitted headroom's lower bound is not above 0, so complementarity is not
+claimed and the table leaves gap recovery undefined (chorus.analysis.oracle.versus_best); the
+consolidated runs' paired deltas against the best expert (stage1) are +1/6 (opd), 0 (ties), -1/4 (soup).
 
 A passing sample has coverage 96 (target 95); a failing one 40 + 5 * task index, or none when its
 status is compile_error (counted as 0).

@@ -128,12 +128,17 @@ def test_chorus_table_rows_and_gap_recovery(runs):
     assert t.loc[ORACLE, "in_sample_pass_at_1"] == pytest.approx(4 / 6)  # the old, optimistic oracle
     assert math.isnan(t.loc[ORACLE, "pass_at_2"])
     assert "pass@2 needs 2 samples in each half" in t.loc[ORACLE, "oracle_notes"]
-    # 6 tasks: the headroom is not beyond the null of identical experts, so gap recovery is undefined
-    assert not t.loc[ORACLE, "beyond_null"] and not t.loc[ORACLE, "beyond_null_coverage"]
+    # 6 tasks: the headroom's lower bound is not above 0, so nothing is claimed and gap recovery is undefined
+    assert not t.loc[ORACLE, "claimed"] and not t.loc[ORACLE, "claimed_coverage"]
     lo, hi = t.loc[ORACLE, "headroom_ci"]
-    assert lo <= t.loc[ORACLE, "null_headroom"] and lo <= t.loc[ORACLE, "headroom"] <= hi
-    for run in ("opd/three_experts", "ties/three_experts", "soup/three_experts"):
-        assert math.isnan(t.loc[run, "gap_recovery"]) and math.isnan(t.loc[run, "gap_recovery_coverage"])
+    assert lo <= 0 and lo <= t.loc[ORACLE, "headroom"] <= hi
+    # against the best expert (stage1: 1, 0, 1, .5, 0, 0), paired per task, reported all the same:
+    # opd (1, .5, 1, .5, .5, 0) +1/6; ties (1, .5, 1, 0, 0, 0) 0; soup (1, 0, 0, 0, 0, 0) -1/4
+    for run, delta in (("opd/three_experts", 1 / 6), ("ties/three_experts", 0.0), ("soup/three_experts", -0.25)):
+        assert t.loc[run, "vs_best"] == pytest.approx(delta)
+        assert t.loc[run, "vs_best_ci"][0] <= delta <= t.loc[run, "vs_best_ci"][1]
+        assert all(math.isnan(x) for x in (*t.loc[run, "gap_recovery_bracket"],
+                                           *t.loc[run, "gap_recovery_coverage_bracket"]))
     assert t.loc["dapo/stage0", "unique"] == 1 and t.loc["dapo/stage1", "pass_at_2"] == pytest.approx(0.5)
     lo, hi = t.loc["dapo/stage1", "pass_at_1_ci"]
     assert lo <= 2.5 / 6 <= hi

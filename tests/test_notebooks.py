@@ -31,10 +31,11 @@ def test_notebooks_run_on_fixture_runs(tmp_path):
     comp = outputs(tmp_path / "complementarity.ipynb")
     assert "{'dapo/stage0': ['t1'], 'dapo/stage1': ['t3'], 'dapo/stage2': ['t4']}" in comp  # unique solves
     assert "'pass_at_1': 0.6667" in comp and "'solved_union': 0.8333" in comp  # the in-sample oracle union
-    assert "'pass_at_1': 0.5139" in comp and "'beyond_null_pass_at_1': False" in comp  # cross-fitted: 37/72
+    assert "'pass_at_1': 0.5139" in comp and "'claimed_pass_at_1': False" in comp  # cross-fitted: 37/72
     assert "<Figure" in comp
     cons = outputs(tmp_path / "consolidation.ipynb")
     assert "| oracle union (experts) | oracle" in cons and "51.4 [" in cons  # the CHORUS table, cross-fitted
-    assert "beyond the null" in cons and "pass@2 needs 2 samples in each half" in cons  # headroom vs the null
-    assert "opd/three_experts" in cons and "NaN" in cons  # 6 tasks: no headroom beyond the null, no gap recovery
+    assert "not detected" in cons and "pass@2 needs 2 samples in each half" in cons  # the headroom's claim
+    assert "opd/three_experts" in cons and "0.166667" in cons  # paired delta vs the best expert: +1/6
+    assert "(nan, nan)" in cons  # 6 tasks: no claimed headroom, so no gap recovery bracket
     assert "student_not_beaten" in cons  # routing stats

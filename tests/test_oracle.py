@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from chorus.analysis.oracle import (cross_fitted_oracle, gap_recovery_beyond_null, identical_experts_null,
-                                    oracle_headroom)
+from chorus.analysis.oracle import cross_fitted_oracle, identical_experts_null, oracle_headroom, versus_best
 from chorus.analysis.table import ORACLE, chorus_table
 
 
@@ -104,20 +103,25 @@ def test_the_chorus_table_oracle_row_is_cross_fitted():
     best = table.loc[["e0", "e1", "e2"], "pass_at_1"].max()
     assert abs(table.loc[ORACLE, "pass_at_1"] - best) < 0.03
     assert table.loc[ORACLE, "in_sample_pass_at_1"] - best > 0.10
-    assert not table.loc[ORACLE, "beyond_null"]
+    assert not table.loc[ORACLE, "beyond_null"] and not table.loc[ORACLE, "claimed"]
 
 
-def test_complementary_experts_are_beyond_the_null_and_gap_recovery_is_defined():
+def test_complementary_experts_are_claimed_and_gap_recovery_is_a_bracket():
     # e0 solves the first 20 tasks, e1 the other 20 (e2 nothing), every sample: oracle 1, best 1/2
     t = simulated(40, 4, lambda r, i: float((r == 0 and i < 20) or (r == 1 and i >= 20)))
     h = oracle_headroom(t, ["e0", "e1", "e2"], n_boot=200, n_null=50)
     assert h["pass_at_1"] == 1.0 and h["best_single_pass_at_1"] == 0.5 and h["headroom_pass_at_1"] == 0.5
-    assert h["headroom_pass_at_1_ci"][0] > h["null"]["pass_at_1"]["interval"][1] and h["beyond_null_pass_at_1"]
-    # a consolidated model passing 3/4 of every task: (3/4 - 1/2) / (1 - 1/2) = 1/2
-    value, (lo, hi) = gap_recovery_beyond_null(np.full(40, 0.75), h, "pass_at_1", n_boot=200)
-    # the bootstrap keeps e0 (first of the tied e0, e1) as the best single run: a resample with a share
-    # q of e0's tasks gives (3/4 - q) / (1 - q), below 1/2 when q > 1/2 and above when q < 1/2
-    assert value == pytest.approx(0.5) and lo < 0.5 < hi
+    assert h["headroom_pass_at_1_ci"][0] > 0 and h["claimed_pass_at_1"] and h["beyond_null_pass_at_1"]
+    # a consolidated model passing 3/4 of every task: 3/4 - 1/2 against e0 (first of the tied e0, e1),
+    # whose per-task values are 1 on half the tasks and 0 on the other: differences -1/4 and +3/4
+    v = versus_best(np.full(40, 0.75), h, "pass_at_1", n_boot=200)
+    assert v["delta"] == pytest.approx(0.25) and v["delta_ci"][0] < 0.25 < v["delta_ci"][1]
+    # in-sample and cross-fitted oracles both 1 here (no noise): the bracket closes on 1/2
+    assert v["recovery"] == pytest.approx((0.5, 0.5))
+    unclaimed = {**h, "claimed_pass_at_1": False}
+    w = versus_best(np.full(40, 0.75), unclaimed, "pass_at_1", n_boot=200)
+    assert w["delta"] == v["delta"] and w["delta_ci"] == v["delta_ci"]  # the delta is reported regardless
+    assert all(math.isnan(x) for x in w["recovery"])  # the ratio only where the headroom is claimed
 
 
 def test_one_sample_per_task_is_undefined_not_in_sample():
@@ -143,11 +147,10 @@ def test_the_true_gap_recovery_lies_between_the_in_sample_and_the_cross_fitted_r
     runs = pd.DataFrame({"run": ["e0", "e1", "e2", "merged"], "job": ["rl"] * 3 + ["consolidation"]})
     table = chorus_table(pd.concat([t, merged]), runs, k=2, n_boot=100).set_index("run")
     oracle = table.loc[ORACLE]
-    assert oracle["beyond_null"] and oracle["pass_at_1"] < 0.8 < oracle["in_sample_pass_at_1"]
+    assert oracle["claimed"] and oracle["pass_at_1"] < 0.8 < oracle["in_sample_pass_at_1"]
     # with the observed Pass@1s, the ratio against the true oracle (0.8) lies between the two
     merged_p, best = table.loc["merged", "pass_at_1"], table.loc[["e0", "e1", "e2"], "pass_at_1"].max()
     truth = (merged_p - best) / (0.8 - best)
     assert 0.3 < truth < 0.7
-    assert table.loc["merged", "gap_recovery_in_sample"] < truth < table.loc["merged", "gap_recovery"]
-    lo, hi = table.loc["merged", "gap_recovery_ci"]
-    assert lo < table.loc["merged", "gap_recovery"] < hi
+    in_sample, cross_fitted = table.loc["merged", "gap_recovery_bracket"]
+    assert in_sample < truth < cross_fitted

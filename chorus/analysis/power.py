@@ -10,7 +10,7 @@ bound above 0); the power at a headroom is the share of data sets where the clai
 minimum detectable headroom (MDE) the smallest headroom on the grid with power >= the target.
 
 The two-level model is an assumption: real experts have intermediate per-task rates, whose extra
-noise raises the MDE. `levels_from_runs` also estimates hi and lo from a run's experts (the mean
+noise raises the MDE. `design_from_runs` also estimates hi and lo from a run's experts (the mean
 per-task rate of the tasks each solves, of those it does not), so the model matches the run's spread
 as far as two levels can.
 """
@@ -26,6 +26,7 @@ from .oracle import headroom_claim
 
 POWER = 0.8
 GRID_STEP = 0.5  # points of Pass@1 between the headrooms tried
+POWER_SIMS = 100  # simulated data sets per headroom tried (a power of 0.8 is known to about +-0.08)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def sample_table(rates: np.ndarray, samples: int, rng: np.random.Generator) -> p
                          "passed": passed.ravel(), "coverage": np.where(passed.ravel(), 96.0, 40.0)})
 
 
-def claim_rate(design: Design, headroom: float, n_sims: int = 100, seed: int = 0, alpha: float = 0.05,
+def claim_rate(design: Design, headroom: float, n_sims: int = POWER_SIMS, seed: int = 0, alpha: float = 0.05,
                n_boot: int = 500, n_splits: int = 32) -> dict:
     """Share of simulated data sets on which the claim is made, with its Wilson 95 % interval."""
     rng = np.random.default_rng(seed)
@@ -129,7 +130,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (mid - half) / (1 + z * z / n), (mid + half) / (1 + z * z / n)
 
 
-def minimum_detectable_headroom(design: Design, power: float = POWER, n_sims: int = 100, seed: int = 0,
+def minimum_detectable_headroom(design: Design, power: float = POWER, n_sims: int = POWER_SIMS, seed: int = 0,
                                 alpha: float = 0.05, step: float = GRID_STEP / 100, **kw) -> dict:
     """The smallest headroom on a grid of `step` (0-1 scale) whose simulated power is >= `power`,
     found by bisection (power grows with the headroom); NaN when even the largest reachable
@@ -155,18 +156,53 @@ def minimum_detectable_headroom(design: Design, power: float = POWER, n_sims: in
     return {"mde": float(grid[lo]), "curve": [curve[h] for h in sorted(curve)], "design": design, "power": power}
 
 
-def levels_from_runs(table: pd.DataFrame, runs: list[str], min_rate: float = 0.5) -> dict:
-    """A design's expert levels, task and sample counts, and two-level hi/lo, read from real runs
-    (the tidy per-sample table): hi = mean per-task rate over the (task, expert) cells an expert
-    solves (rate >= min_rate), lo = over those it does not."""
+def design_from_runs(table: pd.DataFrame, runs: list[str], min_rate: float = 0.5) -> Design:
+    """The design of real runs (the tidy per-sample table): their common tasks, fewest samples per
+    (task, run), each run's Pass@1, and the two-level rates: hi = the mean per-task rate over the
+    (task, run) cells a run solves (rate >= min_rate), lo = over those it does not, widened where
+    needed so that every level lies in [lo, hi]."""
     t = table[table["run"].isin(runs)]
-    rates = t.groupby(["task_id", "run"])["passed"].mean().unstack()[runs]
+    rates = t.groupby(["task_id", "run"])["passed"].mean().unstack()
+    missing = [r for r in runs if r not in rates.columns]
+    if missing:
+        raise ValueError(f"runs {missing} have no samples in the table")
+    vals = rates[runs].dropna().to_numpy()
     counts = t.groupby(["task_id", "run"]).size()
-    solved = rates.to_numpy() >= min_rate
-    vals = rates.to_numpy()
+    solved = vals >= min_rate
     hi = float(vals[solved].mean()) if solved.any() else 0.9
     lo = float(vals[~solved].mean()) if (~solved).any() else 0.03
-    levels = tuple(float(x) for x in rates.mean().to_numpy())
-    d = Design(n_tasks=len(rates), samples=int(counts.min()), levels=levels, hi=hi, lo=lo)
-    # the two-level model needs lo <= level <= hi; widen the rates minimally where a level falls outside
-    return {"design": replace(d, hi=max(hi, *levels), lo=min(lo, *levels))}
+    levels = tuple(float(x) for x in vals.mean(axis=0))
+    d = Design(n_tasks=len(vals), samples=int(counts.min()), levels=levels, hi=max(hi, *levels),
+               lo=min(lo, *levels))
+    d.check()
+    return d
+
+
+def resolve_design(given: dict, table: pd.DataFrame | None = None, runs: list[str] | None = None) -> Design:
+    """A design from settings (tasks, samples, levels, hi, lo; None = unset), the unset ones read
+    from real runs where a table and runs are given, else the defaults (hi, lo) or an error."""
+    base = design_from_runs(table, runs) if table is not None and runs else None
+    pick = {k: given.get(k) if given.get(k) is not None else getattr(base, "n_tasks" if k == "tasks" else k, None)
+            if base is not None else given.get(k) for k in ("tasks", "samples", "levels", "hi", "lo")}
+    missing = [k for k in ("tasks", "samples", "levels") if pick[k] is None]
+    if missing:
+        raise ValueError(f"the design needs {', '.join('design.' + m for m in missing)}, or runs= to read them from")
+    d = Design(int(pick["tasks"]), int(pick["samples"]), tuple(float(x) for x in pick["levels"]),
+               **{k: float(pick[k]) for k in ("hi", "lo") if pick[k] is not None})
+    d.check()
+    return d
+
+
+def power_report(result: dict) -> str:
+    """The MDE and the power curve as printed lines."""
+    d = result["design"]
+    head = (f"design: {d.n_tasks} tasks x {d.samples} samples, expert Pass@1 "
+            f"{', '.join(f'{100 * x:.1f}' for x in d.levels)} %, two-level rates hi {d.hi:.2f} / lo {d.lo:.2f}")
+    rows = [f"  headroom {100 * c['headroom']:5.1f} points: power {c['power']:.2f} "
+            f"[{c['power_ci'][0]:.2f}, {c['power_ci'][1]:.2f}] over {c['n_sims']} simulated data sets"
+            for c in result["curve"]]
+    mde = result["mde"]
+    last = (f"minimum_detectable_headroom={100 * mde:.1f} points at power {result['power']:g}" if mde == mde else
+            f"minimum_detectable_headroom=none: even {100 * max_headroom(d):.1f} points (the most these levels "
+            f"allow) is detected with power below {result['power']:g}")
+    return "\n".join([head, *rows, last])

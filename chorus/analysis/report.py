@@ -16,28 +16,61 @@ PLOTS = ("complementarity.png", "chorus_table.png", "coverage_strips.png")
 
 
 def analyze_runs(runs: RunSet, out_dir: str | Path, experts: list[str] | None = None, k: int = 5,
-                 min_rate: float = 0.5, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> dict:
+                 min_rate: float = 0.5, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0,
+                 power_sims: int = 0) -> dict:
+    """The table, its markdown, plots and the comparisons, written to out_dir. power_sims > 0 also
+    simulates the runs' own design (power.design_from_runs) for the minimum detectable Pass@1
+    headroom printed beside a headroom that is not claimed."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = chorus_table(runs.table, runs.runs, experts, k=k, min_rate=min_rate, n_boot=n_boot, alpha=alpha, seed=seed)
-    markdown, headroom = to_markdown(table, alpha), headroom_markdown(table, alpha)
+    t = align_tasks(runs.table)
+    chosen = choose_experts(runs.runs, experts)
+    mde = None
+    if power_sims > 0 and len(chosen) > 1:
+        mde = detectable_headroom(t, chosen, power_sims, seed)
+    markdown, headroom = to_markdown(table, alpha), headroom_markdown(table, alpha, {"": mde["mde"]} if mde else None)
     (out / "table.md").write_text(markdown + "\n\nCross-fitted oracle union: headroom over the best expert\n\n"
                                   + headroom + "\n")
     table.to_csv(out / "table.csv", index=False)
-    t = align_tasks(runs.table)
-    chosen = choose_experts(runs.runs, experts)
     sets = solved_sets(task_matrix(t, "passed")[chosen], min_rate)
     plots.complementarity_heatmap(jaccard_matrix(sets), unique_solves(sets), out / PLOTS[0])
     plots.chorus_bars(table, out / PLOTS[1])
     listed = [r for r in table["run"] if r in set(t["run"])]  # the table's order: stages, experts, merges
     plots.coverage_strips(task_matrix(t, "coverage")[listed], out / PLOTS[2])
-    return {"table": table, "markdown": markdown, "headroom": headroom,
+    return {"table": table, "markdown": markdown, "headroom": headroom, "mde": mde,
             "sft_deltas": sft_delta_markdown(table, alpha), "random_deltas": random_delta_markdown(table, alpha),
             "aligned": t, "experts": chosen, "solved": sets,
             "files": [str(out / p) for p in ("table.md", "table.csv", *PLOTS)]}
 
 
-def _findings(table, routing) -> list[str]:
+def detectable_headroom(t, experts: list[str], sims: int, seed: int = 0) -> dict | None:
+    """The minimum detectable Pass@1 headroom of these runs' own design (tasks, samples, levels, and
+    the two-level rates read from them); None where the design cannot be simulated (one sample)."""
+    from .power import design_from_runs, minimum_detectable_headroom
+
+    try:
+        design = design_from_runs(t, experts)
+        return minimum_detectable_headroom(design, n_sims=sims, seed=seed)
+    except ValueError:
+        return None
+
+
+PREMISE_POINTS = 5.0  # the paper's experts lie within this many Pass@1 points of the best
+
+
+def premise(experts) -> tuple[bool, str]:
+    """Whether every expert is within PREMISE_POINTS of the best on Pass@1 (the paper's premise:
+    experts alike on average), and a sentence saying so."""
+    gap = 100 * (experts["pass_at_1"].max() - experts["pass_at_1"].min())
+    if gap <= PREMISE_POINTS:
+        return True, (f"Premise met: every expert is within {PREMISE_POINTS:g} Pass@1 points of the best "
+                      f"(spread {gap:.1f}).")
+    return False, (f"Premise not met: the experts' Pass@1 spans {gap:.1f} points (more than {PREMISE_POINTS:g}), "
+                   "so these are not experts that score alike, and what follows is not a test of CHORUS's claim.")
+
+
+def _findings(table, routing, mde: dict | None = None) -> list[str]:
     """Plain sentences computed from the table: what the numbers say, nothing more."""
     t = table.set_index("run")
     experts = t[t["kind"] == "expert"]
@@ -46,35 +79,40 @@ def _findings(table, routing) -> list[str]:
         return []
     best_p, best_c = experts["pass_at_1"].max(), experts["mean_coverage"].max()
 
-    def beside_null(name: str, suffix: str, scale: float) -> str:
-        h, null = oracle.get(f"headroom{suffix}"), oracle.get(f"null_headroom{suffix}")
-        lo = oracle.get(f"headroom{suffix}_ci")
+    def claim(name: str, suffix: str, scale: float) -> str:
+        h, lo = oracle.get(f"headroom{suffix}"), oracle.get(f"headroom{suffix}_ci")
         if h is None or h != h:
             return f"{name} headroom undefined"
-        return (f"{name} headroom {scale * h:+.1f} points (interval from {scale * lo[0]:+.1f}) against "
-                f"{scale * null:+.1f} for identical experts: "
-                + ("beyond the null" if oracle.get(f"beyond_null{suffix}") else "not beyond the null"))
+        floor = mde.get(suffix) if mde else None
+        said = ("complementarity claimed (lower bound above 0)" if oracle.get(f"claimed{suffix}") else
+                "not detected" + (f" (the minimum detectable headroom of this design is {scale * floor:.1f} points "
+                                  "at 80 % power)" if floor is not None and floor == floor else ""))
+        return f"{name} headroom {scale * h:+.1f} points [{scale * lo[0]:+.1f}, {scale * lo[1]:+.1f}], {said}"
     oracle_p = "undefined" if oracle["pass_at_1"] != oracle["pass_at_1"] else f"{100 * oracle['pass_at_1']:.1f} %"
     oracle_c = "undefined" if oracle["mean_coverage"] != oracle["mean_coverage"] else f"{oracle['mean_coverage']:.1f} %"
-    lines = [f"Experts: Pass@1 {100 * experts['pass_at_1'].min():.1f}-{100 * best_p:.1f} %, mean coverage "
+    claimed = bool(oracle.get("claimed")) or bool(oracle.get("claimed_coverage"))
+    lines = [premise(experts)[1],
+             f"Experts: Pass@1 {100 * experts['pass_at_1'].min():.1f}-{100 * best_p:.1f} %, mean coverage "
              f"{experts['mean_coverage'].min():.1f}-{best_c:.1f} %. Cross-fitted oracle union: Pass@1 {oracle_p}, "
              f"coverage {oracle_c} (in-sample, which counts noise as headroom: "
              f"{100 * oracle['in_sample_pass_at_1']:.1f} % and {oracle['in_sample_mean_coverage']:.1f} %). "
-             f"{beside_null('Pass@1', '', 100.0)}; {beside_null('coverage', '_coverage', 1.0)}."
-             + ("" if oracle.get("beyond_null") or oracle.get("beyond_null_coverage") else
-                " The experts' complementarity is not distinguishable from noise here, so gap recovery is undefined.")
+             f"{claim('Pass@1', '', 100.0)}; {claim('coverage', '_coverage', 1.0)}. "
+             "The claim is tested on 2 metrics in this run (one seed): 2 comparisons."
+             + ("" if claimed else " Gap recovery is undefined without a claimed headroom.")
              + (f" Note: {oracle['oracle_notes']}." if isinstance(oracle.get("oracle_notes"), str) else ""),
              "Uniquely solved tasks per expert: " + ", ".join(f"{r} {int(u)}" for r, u in experts["unique"].items())
              + "."]
     for run, row in t[t["kind"] == "consolidated"].iterrows():
-        gap, gap_p = row.get("gap_recovery_coverage"), row.get("gap_recovery")
-        lines.append(f"{run}: Pass@1 {100 * row['pass_at_1']:.1f} % (best expert {100 * best_p:.1f}), coverage "
-                     f"{row['mean_coverage']:.1f} % (best expert {best_c:.1f})"
-                     + (f"; gap recovery {100 * gap_p:.0f} % of the cross-fitted Pass@1 headroom "
-                        f"({100 * row['gap_recovery_in_sample']:.0f} % of the in-sample one)" if gap_p == gap_p else "")
-                     + (f"; {100 * gap:.0f} % of the coverage headroom "
-                        f"({100 * row['gap_recovery_coverage_in_sample']:.0f} % in-sample)" if gap == gap else "")
-                     + ".")
+        parts = []
+        for name, suffix, scale in (("Pass@1", "", 100.0), ("coverage", "_coverage", 1.0)):
+            d, ci, b = row.get(f"vs_best{suffix}"), row.get(f"vs_best{suffix}_ci"), row.get(f"gap_recovery{suffix}_bracket")
+            if d is None or d != d:
+                continue
+            text = f"{name} {scale * d:+.1f} points [{scale * ci[0]:+.1f}, {scale * ci[1]:+.1f}]"
+            if isinstance(b, tuple) and not any(x != x for x in b):
+                text += f", gap recovery between {100 * b[0]:.0f} % (in-sample) and {100 * b[1]:.0f} % (cross-fitted)"
+            parts.append(text)
+        lines.append(f"{run} against the best expert: " + "; ".join(parts) + ".")
     lines += _validity_findings(t)
     for _, r in routing.iterrows():
         lines.append(f"{r['run']}: {int(r['decisions'])} routing decisions over {int(r['steps'])} steps, "
@@ -129,7 +167,8 @@ def steps_table(steps: list[dict]):
 
 
 def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict] | None = None, title: str = "CHORUS",
-                 k: int = 2, n_boot: int = 1000, seed: int = 0, pass_coverage: float | None = None) -> dict:
+                 k: int = 2, n_boot: int = 1000, seed: int = 0, pass_coverage: float | None = None,
+                 power_sims: int | None = None) -> dict:
     """REPORT.md (+ table.md/csv and the PNGs) for a list of run dirs (a pipeline's plan: nothing
     else in its runs_dir gets in) or every run under a folder. A sample passes under the rule the runs were made with, or at
     `pass_coverage` % coverage when that is given."""
@@ -146,7 +185,10 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
     pass_coverage = runs.runs["pass_coverage"].iloc[0] if "pass_coverage" in runs.runs else None
     pass_coverage = None if pd.isna(pass_coverage) else float(pass_coverage)
     out = Path(out_dir)
-    result = analyze_runs(runs, out, k=k, n_boot=n_boot, seed=seed)
+    from .power import POWER_SIMS
+
+    result = analyze_runs(runs, out, k=k, n_boot=n_boot, seed=seed,
+                          power_sims=POWER_SIMS if power_sims is None else power_sims)
     table, t, experts, sets = result["table"], result["aligned"], result["experts"], result["solved"]
     routing = routing_table(runs.runs)
     by_family = breakdown(t, "family").pivot(index="run", columns="family", values="mean_coverage")
@@ -163,15 +205,17 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
              "sample with no coverage as 0. Intervals: 95 % percentile bootstrap over tasks. The oracle union is "
              "cross-fitted: per task, the expert is chosen on half of its samples and scored on the other half "
              "(both ways round, averaged over many splits), so noise is not counted as headroom; it is "
-             "conservative, the choice seeing half the samples. Its headroom over the best expert is shown beside "
-             "the headroom of a null of identical experts (each task's samples pooled and dealt back to the "
-             "experts at random). Gap recovery = (consolidated - best expert) / (cross-fitted oracle union - best "
-             "expert), defined only when the headroom is beyond the null (the lower end of its interval above the "
-             "null's mean). In expectation the in-sample oracle is at or above the true one and the cross-fitted "
-             "one at or below it, so the true gap recovery lies, up to noise, between the ratio against the "
-             "cross-fitted oracle (the table's) and the one against the in-sample oracle (given beside it below).", "",
+             "conservative, the choice seeing half the samples. Complementarity is claimed when the lower end of "
+             "its headroom's interval over the best expert is above 0 (under any dominance the expected "
+             "cross-fitted headroom is at most 0); where it is not, the minimum detectable headroom of this "
+             "design at 80 % power (simulated, chorus.analysis.power) says how large a headroom could have been "
+             "seen. A null of identical experts (each task's samples pooled and dealt back at random) is shown "
+             "as a reference only. Consolidated models are compared with the best expert by a paired interval; "
+             "gap recovery = (consolidated - best expert) / (oracle union - best expert) is given only where the "
+             "headroom is claimed, as a bracket: against the in-sample oracle (too high, so the ratio too low) "
+             "and against the cross-fitted one (too low, so the ratio too high).", "",
              "## The CHORUS table", "", result["markdown"], "",
-             "Cross-fitted oracle union: headroom over the best expert, beside the null of identical experts", "",
+             "Cross-fitted oracle union: headroom over the best expert, and whether it is claimed", "",
              result["headroom"], ""]
     if result["sft_deltas"]:
         lines += ["## Each expert against its own SFT start", "",
@@ -181,7 +225,7 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
         lines += ["## Each run against uniform random stimulus", "",
                   "Run minus random stimulus on the same tasks; intervals: paired bootstrap over tasks.", "",
                   result["random_deltas"], ""]
-    findings = _findings(table, routing)
+    findings = _findings(table, routing, {"": result["mde"]["mde"]} if result["mde"] else None)
     if findings:
         lines += ["## What the numbers say", "", *[f"- {f}" for f in findings], ""]
     if not routing.empty:

@@ -1,5 +1,6 @@
-"""The CHORUS table: each expert, their cross-fitted oracle union (with its headroom beside a null of
-identical experts), each consolidated model (with gap recovery), with bootstrap confidence
+"""The CHORUS table: each expert, their cross-fitted oracle union (with its headroom, whether it is
+claimed, and a null of identical experts beside it), each consolidated model (against the best
+expert, and its gap recovery bracket where the headroom is claimed), with bootstrap confidence
 intervals over tasks."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pandas as pd
 from .bootstrap import bootstrap_ci
 from .complementarity import solved_sets, unique_solves
 from .matrix import align_tasks, pass_at_k_matrix, task_matrix
-from .oracle import gap_recovery, gap_recovery_beyond_null, oracle_headroom, oracle_union
+from .oracle import oracle_headroom, oracle_union, versus_best
 from .sft_delta import random_deltas, sft_deltas, sft_starts
 from .validity import validity_stats
 
@@ -36,15 +37,14 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
     """One row per run plus the experts' oracle union. Pass@1 and coverage in [0, 1] and percent.
 
     The oracle row is the cross-fitted oracle union (oracle.oracle_headroom: each task's expert is
-    chosen on half its samples and scored on the other half), with headroom_* / null_headroom_*
-    columns: its headroom over the best expert, with a bootstrap interval, beside the headroom of a
-    null of identical experts; oracle_notes says why a value is NaN (too few samples per task). Gap
-    recovery uses the cross-fitted oracle and is left undefined (NaN) unless the headroom is beyond
-    the null (the lower end of its interval above the null's mean): a ratio over noise.
-    gap_recovery*_in_sample take the in-sample oracle instead: in expectation the in-sample oracle is
-    at or above the true one and the cross-fitted one at or below it, so the true gap recovery lies,
-    up to noise, between the two ratios. `solved` on the oracle row is the in-sample union of the
-    experts' solved sets."""
+    chosen on half its samples and scored on the other half), with headroom_* columns: its headroom
+    over the best expert with a bootstrap interval, claimed_* (complementarity is claimed: the
+    interval's lower end above 0), and null_headroom_* / beyond_null_* (the null of identical
+    experts, a reference); oracle_notes says why a value is NaN (too few samples per task).
+    Consolidated rows get vs_best* (their mean minus the best expert's, paired interval over tasks)
+    and, only where the headroom is claimed, gap_recovery*_bracket: (against the in-sample oracle,
+    against the cross-fitted one); up to noise the true ratio lies between the two. `solved` on the
+    oracle row is the in-sample union of the experts' solved sets."""
     t = align_tasks(table)
     experts = choose_experts(runs, experts)
     P, C = task_matrix(t, "passed"), task_matrix(t, "coverage")
@@ -73,15 +73,10 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
                "solved": len(sets[r]),
                "unique": len(unique[r]) if r in unique else None}
         if kind == "consolidated":
-            row["gap_recovery"], row["gap_recovery_ci"] = gap_recovery_beyond_null(
-                P[r].reindex(order).to_numpy(), oracle, "pass_at_1", **ci)
-            row["gap_recovery_coverage"], row["gap_recovery_coverage_ci"] = gap_recovery_beyond_null(
-                C[r].reindex(order).to_numpy(), oracle, "mean_coverage", **ci)
-            for col, m, v in (("gap_recovery_in_sample", "pass_at_1", P[r].mean()),
-                              ("gap_recovery_coverage_in_sample", "mean_coverage", C[r].mean())):
-                # against the in-sample oracle: the true ratio lies between this and the cross-fitted one
-                row[col] = (gap_recovery(v, oracle[f"best_single_{m}"], oracle[f"in_sample_{m}"])
-                            if oracle[f"beyond_null_{m}"] else math.nan)
+            for m, suffix, values in (("pass_at_1", "", P[r]), ("mean_coverage", "_coverage", C[r])):
+                v = versus_best(values.reindex(order).to_numpy(), oracle, m, **ci)
+                row[f"vs_best{suffix}"], row[f"vs_best{suffix}_ci"] = v["delta"], v["delta_ci"]
+                row[f"gap_recovery{suffix}_bracket"] = v["recovery"]
         rows.append(row)
     rows.append({"run": ORACLE, "kind": "oracle", "n_tasks": len(P), "pass_at_1": oracle["pass_at_1"],
                  "pass_at_1_ci": oracle["pass_at_1_ci"], "mean_coverage": oracle["mean_coverage"],
@@ -101,7 +96,7 @@ def oracle_columns(oracle: dict) -> dict:
         cols.update({f"headroom{suffix}": oracle[f"headroom_{m}"], f"headroom{suffix}_ci": oracle[f"headroom_{m}_ci"],
                      f"null_headroom{suffix}": oracle[f"null_headroom_{m}"],
                      f"null_headroom{suffix}_interval": oracle[f"null_headroom_{m}_interval"],
-                     f"beyond_null{suffix}": oracle[f"beyond_null_{m}"]})
+                     f"claimed{suffix}": oracle[f"claimed_{m}"], f"beyond_null{suffix}": oracle[f"beyond_null_{m}"]})
     return cols
 
 
@@ -146,15 +141,21 @@ def to_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
         **({k_col.replace("pass_at_", "pass@") + " %": [_pct(v) for v in df[k_col]]} if k_col else {}),
         **_validity_columns(df, level),
         "solved": df["solved"], "unique": [("" if u is None or u != u else int(u)) for u in df["unique"]],
-        "gap recovery % (Pass@1)": [_with_ci(v, c) if kind == "consolidated" else ""
-                                  for v, c, kind in zip(df.get("gap_recovery", [None] * len(df)),
-                                                        df.get("gap_recovery_ci", [None] * len(df)), df["kind"])],
-        "gap recovery % (coverage)": [_with_ci(v, c) if kind == "consolidated" else ""
-                                    for v, c, kind in zip(df.get("gap_recovery_coverage", [None] * len(df)),
-                                                          df.get("gap_recovery_coverage_ci", [None] * len(df)),
-                                                          df["kind"])],
+        "Δ Pass@1 vs best expert, points": [_signed(v, c, 100) if kind == "consolidated" else ""
+                                           for v, c, kind in zip(df.get("vs_best", [None] * len(df)),
+                                                                 df.get("vs_best_ci", [None] * len(df)), df["kind"])],
+        "gap recovery % (Pass@1), in-sample to cross-fitted": [
+            _bracket(b) if kind == "consolidated" else ""
+            for b, kind in zip(df.get("gap_recovery_bracket", [None] * len(df)), df["kind"])],
     })
     return show.to_markdown(index=False)
+
+
+def _bracket(b) -> str:
+    """A gap recovery bracket (in-sample ratio, cross-fitted ratio) in percent; "" when undefined."""
+    if not isinstance(b, tuple) or any(x != x for x in b):
+        return ""
+    return f"{100 * b[0]:.0f} to {100 * b[1]:.0f}"
 
 
 def _signed(v, ci, scale: float) -> str:
@@ -193,9 +194,12 @@ def random_delta_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
     return _delta_markdown(df, "vs_random_", alpha)
 
 
-def headroom_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
-    """The oracle row's headroom beside the null of identical experts, one line per metric
-    ("undefined" where it cannot be cross-fitted: oracle_notes says why)."""
+def headroom_markdown(df: pd.DataFrame, alpha: float = 0.05, mde: dict[str, float] | None = None) -> str:
+    """The oracle row's headroom, one line per metric: the headroom with its interval, whether
+    complementarity is claimed (lower end above 0) or not detected (with the minimum detectable
+    headroom at 80 % power beside it where `mde` gives one, by metric suffix), and the null of
+    identical experts for reference ("undefined" where it cannot be cross-fitted: oracle_notes
+    says why)."""
     o = df[df["kind"] == "oracle"].iloc[0]
     level = f"{100 * (1 - alpha):.0f}%"
     k_col = next((c for c in df.columns if c.startswith("pass_at_") and c != "pass_at_1" and not c.endswith("_ci")),
@@ -207,11 +211,16 @@ def headroom_markdown(df: pd.DataFrame, alpha: float = 0.05) -> str:
         h, ci = o[f"headroom{suffix}"], o[f"headroom{suffix}_ci"]
         null, spread = o[f"null_headroom{suffix}"], o[f"null_headroom{suffix}_interval"]
         if h != h:
-            lines.append({"metric": name, "a": "undefined", "b": "undefined", "c": "undefined"})
+            lines.append({"metric": name, "a": "undefined", "c": "undefined", "b": "undefined"})
             continue
+        floor = (mde or {}).get(suffix)
+        verdict = "claimed" if o[f"claimed{suffix}"] else (
+            "not detected" + (f" (MDE {scale * floor:.1f} points)" if floor is not None and floor == floor else
+                              " (MDE above every headroom these levels allow)" if floor is not None else ""))
         lines.append({"metric": name, "a": f"{scale * h:+.1f} [{scale * ci[0]:+.1f}, {scale * ci[1]:+.1f}]",
-                      "b": f"{scale * null:+.1f} [{scale * spread[0]:+.1f}, {scale * spread[1]:+.1f}]",
-                      "c": "yes" if o[f"beyond_null{suffix}"] else "no"})
+                      "c": verdict,
+                      "b": f"{scale * null:+.1f} [{scale * spread[0]:+.1f}, {scale * spread[1]:+.1f}]"})
     return pd.DataFrame(lines).rename(columns={
         "a": f"headroom over the best expert, points [{level} CI]",
-        "b": f"null of identical experts: mean [{level} of its draws]", "c": "beyond the null"}).to_markdown(index=False)
+        "c": "complementarity (lower bound > 0)",
+        "b": f"reference: null of identical experts, mean [{level} of its draws]"}).to_markdown(index=False)
