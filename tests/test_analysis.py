@@ -379,3 +379,26 @@ def test_the_steps_table_splits_each_step_s_minutes_by_its_recorded_timing(tmp_p
     assert table.loc["baseline/b", ["minutes", "generation", "simulation wait", "training", "other"]].tolist() == \
         [0.2, 0.0, 0.1, 0.0, 0.1]
     assert table.loc["old/c"].isna()[["generation", "other"]].all()  # no summary: nothing to split
+
+
+def test_opd_is_compared_with_the_run_it_started_from(tmp_path):
+    """An OPD run records the checkpoint its student started from; the table finds the loaded run that
+    made it and gives the paired delta. Fixture (run_fixtures.py): OPD passes 1, .5, 1, .5, .5, 0; its
+    student here is the stage-2 expert (0, 0, .5, 0, 1, 0): (1 + .5 + .5 + .5 - .5 + 0) / 6 = 2/6."""
+    root = write_fixture_runs(tmp_path / "runs")
+    opd = root / "consolidation/opd/three_experts"
+    summary = json.loads((opd / "summary.json").read_text())
+    summary["student"] = str(root / "rl/dapo/stage2/hf")
+    (opd / "summary.json").write_text(json.dumps(summary))
+    runs = load_runs(str(root))
+    t = chorus_table(runs.table, runs.runs, k=2, n_boot=200).set_index("run")
+    assert t.loc["opd/three_experts", "student_run"] == "dapo/stage2"
+    assert t.loc["opd/three_experts", "vs_student"] == pytest.approx(2 / 6)
+    lo, hi = t.loc["opd/three_experts", "vs_student_ci"]
+    assert lo <= 2 / 6 <= hi
+    assert pd.isna(t.loc["soup/three_experts"].get("student_run"))  # no student recorded: no comparison
+    summary["student"] = str(opd / "student_soup")  # a soup made inside the OPD run: no loaded run made it
+    (opd / "summary.json").write_text(json.dumps(summary))
+    runs = load_runs(str(root))
+    assert pd.isna(chorus_table(runs.table, runs.runs, k=2, n_boot=50).set_index("run")
+                   .loc["opd/three_experts"].get("student_run"))

@@ -136,6 +136,7 @@ def test_tiny_opd_routes_to_the_better_teacher_and_updates_the_student(opd, pool
     assert {n: step[f"route_{n}"] for n in counts} == counts and step["skip_fraction"] == 0.0
     assert all(step[f"kl_{n}"] != 0 for n in counts if counts[n])
     assert step["update_skipped"] == 0 and info["teachers"] == ["good", "spiky", "random"]
+    assert info["student"] == str(tiny_xs)  # what the analysis compares the OPD run with
     before, after = weights(tiny_xs), weights(tmp_path / "hf")
     assert any(not torch.equal(before[k], after[k]) for k in before)
     estimated = lines(tmp_path / "teacher_rewards.jsonl")  # only the online teacher, once per drawn task

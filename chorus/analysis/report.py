@@ -113,6 +113,12 @@ def _findings(table, routing, mde: dict | None = None) -> list[str]:
                 text += f", gap recovery between {100 * b[0]:.0f} % (in-sample) and {100 * b[1]:.0f} % (cross-fitted)"
             parts.append(text)
         lines.append(f"{run} against the best expert: " + "; ".join(parts) + ".")
+        start = row.get("student_run")
+        if isinstance(start, str):
+            lines.append(f"{run} against its student {start}: " + "; ".join(
+                f"{name} {scale * row[f'vs_student{suffix}']:+.1f} points [{scale * row[f'vs_student{suffix}_ci'][0]:+.1f}, "
+                f"{scale * row[f'vs_student{suffix}_ci'][1]:+.1f}]"
+                for name, suffix, scale in (("Pass@1", "", 100.0), ("coverage", "_coverage", 1.0))) + ".")
     lines += _validity_findings(t)
     for _, r in routing.iterrows():
         lines.append(f"{r['run']}: {int(r['decisions'])} routing decisions over {int(r['steps'])} steps, "

@@ -5,10 +5,11 @@ intervals over tasks."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
-from .bootstrap import bootstrap_ci
+from .bootstrap import bootstrap_ci, bootstrap_mean_ci
 from .complementarity import solved_sets, unique_solves
 from .matrix import align_tasks, pass_at_k_matrix, task_matrix
 from .oracle import oracle_headroom, oracle_union, versus_best
@@ -32,6 +33,20 @@ def choose_experts(runs: pd.DataFrame, experts: list[str] | None = None) -> list
     return chosen or list(runs.loc[runs["job"] != "consolidation", "run"])
 
 
+def student_run(runs: pd.DataFrame, run: str) -> str | None:
+    """The loaded run whose dir holds the checkpoint `run` started from (an OPD run's `student`, e.g.
+    the stage-1 expert's hf/), or None (no student recorded, or one no loaded run made: the soup)."""
+    info = runs.set_index("run")
+    student = info.loc[run, "student"] if "student" in info and run in info.index else None
+    if not isinstance(student, str) or not student:
+        return None
+    target = Path(student).resolve()
+    for other, path in info["path"].items():
+        if other != run and isinstance(path, str) and target.is_relative_to(Path(path).resolve()):
+            return other
+    return None
+
+
 def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | None = None, k: int = 5,
                  min_rate: float = 0.5, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
     """One row per run plus the experts' oracle union. Pass@1 and coverage in [0, 1] and percent.
@@ -43,8 +58,9 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
     experts, a reference); oracle_notes says why a value is NaN (too few samples per task).
     Consolidated rows get vs_best* (their mean minus the best expert's, paired interval over tasks)
     and, only where the headroom is claimed, gap_recovery*_bracket: (against the in-sample oracle,
-    against the cross-fitted one); up to noise the true ratio lies between the two. `solved` on the
-    oracle row is the in-sample union of the experts' solved sets."""
+    against the cross-fitted one); up to noise the true ratio lies between the two. An OPD run whose
+    student is a loaded run (student_run) also gets vs_student* (paired, over tasks). `solved` on
+    the oracle row is the in-sample union of the experts' solved sets."""
     t = align_tasks(table)
     experts = choose_experts(runs, experts)
     P, C = task_matrix(t, "passed"), task_matrix(t, "coverage")
@@ -77,6 +93,12 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
                 v = versus_best(values.reindex(order).to_numpy(), oracle, m, **ci)
                 row[f"vs_best{suffix}"], row[f"vs_best{suffix}_ci"] = v["delta"], v["delta_ci"]
                 row[f"gap_recovery{suffix}_bracket"] = v["recovery"]
+            if (start := student_run(runs, r)) is not None:
+                row["student_run"] = start
+                for suffix, M in (("", P), ("_coverage", C)):
+                    diff = (M[r] - M[start]).to_numpy()
+                    row[f"vs_student{suffix}"] = float(diff.mean())
+                    row[f"vs_student{suffix}_ci"] = bootstrap_mean_ci(diff, **ci)
         rows.append(row)
     rows.append({"run": ORACLE, "kind": "oracle", "n_tasks": len(P), "pass_at_1": oracle["pass_at_1"],
                  "pass_at_1_ci": oracle["pass_at_1_ci"], "mean_coverage": oracle["mean_coverage"],

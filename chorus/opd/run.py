@@ -61,7 +61,7 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
     collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
                                 micro_batch=rl.micro_batch)
     module = functools.partial(OPDModule, opd=opd, teachers=models)
-    ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order})
+    ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student)})
     return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer,
                     objective=Objective(collect=collect, module=module, log_batch=log_decisions))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 ERROR_FILE = "error.txt"  # a job's handled one-line error, left in its Hydra dir for the pipeline runner
 META_KEYS = ("job", "sft_stage", "rl_algo", "consolidation", "teacher_pool", "model", "seed", "git_revision",
-             "pass_coverage", "policy")
+             "pass_coverage", "policy", "student")  # student: the checkpoint an OPD run started from
 
 
 def git_revision(where: str | Path = Path(__file__).parent) -> str | None:
