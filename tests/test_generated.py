@@ -7,7 +7,8 @@ from chorus.stimulus.formats import render, score
 from chorus.stimulus.program import parse_vectors, random_program, render_vectors
 from chorus.tasks import load_tasks
 from chorus.tasks.generated.common import COMPACT_CYCLES, vector_cycles
-from chorus.tasks.generated import DIFFICULTIES, FAMILIES, calibrate_targets, generate_task, generate_tasks
+from chorus.tasks.generated import DIFFICULTIES, FAMILIES, MIXED, calibrate_targets, generate_task, generate_tasks
+from chorus.tasks.generated import counter
 from chorus.tasks.generated.shift_lfsr import MAXIMAL_TAPS, lfsr_period
 
 
@@ -124,3 +125,46 @@ def test_strong_program_scores_the_same_in_every_format(sim_cfg):
     assert vec.status == body.status == tb.status == "ok", (body.reason, tb.reason)
     assert vec.report.counts == body.report.counts == tb.report.counts
     assert vec.overall == pytest.approx(body.overall) == pytest.approx(tb.overall)
+
+
+def test_the_mixed_world_cycles_levels_and_gives_counters_two_strategies():
+    tasks = generate_tasks(seed=5, per_family=6, difficulty=MIXED)
+    for t in tasks:
+        k = t.meta["index"]
+        assert t.id == f"gen_{t.family}_{k}_s5_mixed" and t.difficulty == DIFFICULTIES[k % 3]
+        assert t.split == {3: "test", 2: "validation"}.get(k % 4, "train")
+        if t.family != "counter":
+            assert "strategies" not in t.meta  # families without strategies are built as before
+            continue
+        strategies = t.meta["strategies"]
+        assert set(strategies) == set(counter.STRATEGIES)
+        assert t.meta["programs"]["compact"] in strategies.values()  # the teacher's choice is one of them
+        brief = t.brief.split("\n", 1)[1]
+        for name, text in strategies.items():
+            assert vector_cycles(text) <= COMPACT_CYCLES, (t.id, name)
+            values = {v for tok in text.split() if "=" in tok and (v := tok.split("=", 1)[1]) != "?" and int(v, 0) > 1}
+            assert all(v in brief for v in values), (t.id, name, values)
+        certified = t.meta["params"]["certified"]
+        assert ("loaded" in t.rtl[f"rtl/{t.top}.sv"]) == certified and (("stops at" in t.brief) == certified)
+        assert not (certified and t.difficulty == "hard")
+    # the plain difficulties' designs do not change with the mixed world beside them
+    assert generate_task("counter", 2, 5, "hard").to_dict() == generate_task("counter", 2, 5, "hard").to_dict()
+    assert "strategies" not in generate_task("counter", 2, 5, "hard").meta
+
+
+@pytest.mark.slow
+def test_counter_strategies_reach_different_tasks(sim_cfg):
+    """Simulated: a hard design (MAX beyond the budget from 0, a short climb above its wide load) is
+    reached only by load_climb; a certified one (a load caps the count below MAX) only by zero_climb;
+    the others by both. So each strategy is a skill some tasks need."""
+    tasks = calibrate_targets(generate_tasks(seed=0, per_family=12, difficulty=MIXED, families=["counter"]),
+                              workers=2, cache_dir=sim_cfg.cache_dir)
+    seen = set()
+    for t in tasks:
+        cal, reaches = t.meta["calibration"], t.meta["reaches"]
+        expected = (["load_climb"] if t.difficulty == "hard" else ["zero_climb"] if t.meta["params"]["certified"]
+                    else ["load_climb", "zero_climb"])
+        assert reaches == expected, (t.id, cal, t.targets)
+        assert set(cal["strategies"]) == set(counter.STRATEGIES) and cal["strong"] >= max(cal["strategies"].values())
+        seen.add(tuple(reaches))
+    assert seen == {("load_climb",), ("zero_climb",), ("load_climb", "zero_climb")}

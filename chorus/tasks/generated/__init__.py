@@ -21,7 +21,7 @@ import random
 
 from ..schema import Task
 from . import alu, counter, fsm, mux_cmp, shift_lfsr
-from .common import DIFFICULTIES, make_task, reference_testbench
+from .common import DIFFICULTIES, MIXED, make_task, reference_testbench
 from .targets import calibrate_targets
 
 FAMILIES = {
@@ -34,11 +34,17 @@ FAMILIES = {
 
 def generate_task(family: str, k: int, seed: int = 0, difficulty: str = "medium",
                   with_reference_tb: bool = True) -> Task:
-    """The k-th design of one family (deterministic in family, k, seed and difficulty)."""
+    """The k-th design of one family (deterministic in family, k, seed and difficulty). MIXED: the
+    staged world's mixture, design k at DIFFICULTIES[k % 3] with the family's strategies."""
     _check(difficulty, [family])
     rng = random.Random(f"chorus-generated/{family}/{difficulty}/{seed}/{k}")
-    design = FAMILIES[family].build(rng, k, difficulty)
-    task = make_task(family, k, seed, difficulty, design)
+    module = FAMILIES[family]
+    if difficulty == MIXED:
+        level = DIFFICULTIES[k % len(DIFFICULTIES)]
+        staged = {"staged": True} if getattr(module, "STRATEGIES", None) else {}
+        task = make_task(family, k, seed, level, module.build(rng, k, level, **staged), world=MIXED)
+    else:
+        task = make_task(family, k, seed, difficulty, module.build(rng, k, difficulty))
     if with_reference_tb:
         task.reference_tb = reference_testbench(task)
     return task
@@ -56,12 +62,12 @@ def generate_tasks(seed: int = 0, per_family: int = 8, difficulty: str = "medium
 
 
 def _check(difficulty: str, families: list[str]) -> None:
-    if difficulty not in DIFFICULTIES:
-        raise ValueError(f"unknown difficulty {difficulty!r}; choose one of {list(DIFFICULTIES)}")
+    if difficulty not in (*DIFFICULTIES, MIXED):
+        raise ValueError(f"unknown difficulty {difficulty!r}; choose one of {[*DIFFICULTIES, MIXED]}")
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
         raise ValueError(f"unknown generated famil{'y' if len(unknown) == 1 else 'ies'} {unknown}; "
                          f"choose from {list(FAMILIES)}")
 
 
-__all__ = ["FAMILIES", "DIFFICULTIES", "calibrate_targets", "generate_task", "generate_tasks"]
+__all__ = ["FAMILIES", "DIFFICULTIES", "MIXED", "calibrate_targets", "generate_task", "generate_tasks"]

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from ..schema import Task
 
 DIFFICULTIES = ("easy", "medium", "hard")
+# The staged world's held-out and training mixture (issue 27): design k is DIFFICULTIES[k % 3], built
+# with its family's alternative strategies (a family's STRATEGIES) where it has them. Its own design
+# stream: the designs of the three plain difficulties stay what they were.
+MIXED = "mixed"
 CLK = "clk"
 RST = "rst_n"
 # The `compact` program's cycle budget: that of uniform random stimulus (policy=random's default
@@ -51,6 +55,10 @@ class Design:
     # prompt too short for the spec still carries them.
     brief: list[str] = field(default_factory=list)
     reset_desc: str = "asynchronous active-low reset; clears every register and flag."
+    # Alternative compact programs, one per stimulus strategy of the family (name -> vectors text):
+    # which of them reach the task's target depends on the design's parameters (targets.py records
+    # it in meta["reaches"]), so tasks call for different skills.
+    strategies: dict[str, str] = field(default_factory=dict)
 
     @property
     def all_ports(self) -> list[Port]:
@@ -217,14 +225,17 @@ def split_of(k: int) -> str:
     return {3: "test", 2: "validation"}.get(k % 4, "train")
 
 
-def make_task(family: str, k: int, seed: int, difficulty: str, d: Design) -> Task:
+def make_task(family: str, k: int, seed: int, difficulty: str, d: Design, world: str | None = None) -> Task:
+    """`world` names a design stream other than the plain difficulty's (MIXED) in the task id."""
     rtl = {f"rtl/{d.top}.sv": render_rtl(d)}
-    task = Task(id=f"gen_{family}_{k}_s{seed}_{difficulty}", spec=render_spec(d), rtl=rtl, top=d.top,
+    task = Task(id=f"gen_{family}_{k}_s{seed}_{world or difficulty}", spec=render_spec(d), rtl=rtl, top=d.top,
                 brief=render_brief(d),
                 instance="uut", targets={"overall": 100.0}, difficulty=difficulty, source="generated",
                 family=family, split=split_of(k),
                 meta={"programs": dict(d.programs), "seed": seed, "index": k, "params": dict(d.params),
                       "cycles": {g: vector_cycles(p) for g, p in d.programs.items()}})
+    if d.strategies:
+        task.meta["strategies"] = dict(d.strategies)
     return task
 
 

@@ -36,11 +36,25 @@ EVENTS = [
 ]
 
 
-def build(rng: random.Random, k: int, difficulty: str) -> Design:
+# The staged world's two strategies (issue 27): climb to MAX from the largest load, or count up from 0
+# without ever loading. Which one reaches a design's target depends on its parameters: a `certified`
+# design records top-of-range flags only in a run with no load since reset, and a hard design's MAX
+# lies beyond the cycle budget from 0 but a short climb above its (wide) largest load.
+STRATEGIES = ("load_climb", "zero_climb")
+
+
+def build(rng: random.Random, k: int, difficulty: str, staged: bool = False) -> Design:
     (lo, hi), load_rule, (ev_lo, ev_hi) = LEVELS[difficulty]
     mx = rng.randint(lo, hi)
     w = mx.bit_length()
     lw = max(2, load_rule(w))
+    certified = False
+    if staged:
+        # hard designs are never certified: their MAX is out of reach from 0, so one would be out of reach
+        certified = difficulty != "hard" and rng.random() < 0.5
+        if difficulty == "hard":  # a wide load, MAX a short climb above it
+            lw = w - 1
+            mx = (1 << lw) - 1 + rng.randint(60, 360)
     ldmax = (1 << lw) - 1
     mx = max(mx, ldmax + 3)  # at least a few steps between the largest load and MAX
     thr = rng.randint(ldmax + 1, mx - 1)
@@ -70,9 +84,24 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
         ports.append(out(stem, 1, f"sticky until reset: {meaning}."))
 
     c, en, up, ld, val, wr, clr = n["count"], n["en"], n["up"], n["load"], n["val"], n["wrap"], n["clr"]
-    ev_lines = "".join(f"            if ({EVENTS[i][1].format(**fmt)})\n                {EVENTS[i][0]} <= 1'b1;\n"
+    if certified:
+        ports.append(out("loaded", 1, "sticky until reset: a load happened; top-of-range flags then stay as they are."))
+    gate = " && !loaded" if certified else ""
+    ev_lines = "".join(f"            if ({EVENTS[i][1].format(**fmt)}{gate})\n                {EVENTS[i][0]} <= 1'b1;\n"
                        for i in events)
     ev_reset = "".join(f"            {EVENTS[i][0]} <= 1'b0;\n" for i in events)
+    loaded_reset = "            loaded <= 1'b0;\n" if certified else ""
+    # after a load, a certified counter counts up no further than THR (it holds there)
+    cap = ("if (loaded && above) begin\n                    // a loaded count holds at the threshold\n"
+           "                end else ") if certified else ""
+    loaded_set = "\n                loaded <= 1'b1;" if certified else ""
+    if certified:  # the flags record a top of range reached by counting alone
+        wrap_flags = ("\n                    if (!loaded) begin\n                        wrapped <= 1'b1;\n"
+                      "                        wraps <= wraps + 1'b1;\n                    end")
+        sat_flag = "\n                    if (!loaded)\n                        saturated <= 1'b1;"
+    else:
+        wrap_flags = "\n                    wrapped <= 1'b1;\n                    wraps <= wraps + 1'b1;"
+        sat_flag = "\n                    saturated <= 1'b1;"
     body = f"""    localparam logic [{w - 1}:0] MAX = {lit(w, mx)};
     localparam logic [{w - 1}:0] THR = {lit(w, thr)};
 
@@ -87,23 +116,20 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
             underflow <= 1'b0;
             saturated <= 1'b0;
             wraps <= 2'd0;
-{ev_reset}        end else begin
+{ev_reset}{loaded_reset}        end else begin
             if ({clr}) begin
                 wrapped <= 1'b0;
                 underflow <= 1'b0;
                 saturated <= 1'b0;
             end
 {ev_lines}            if ({ld}) begin
-                {c} <= {w}'({val});
+                {c} <= {w}'({val});{loaded_set}
             end else if ({en} && {up}) begin
-                if (!at_max) begin
+                {cap}if (!at_max) begin
                     {c} <= {c} + 1'b1;
                 end else if ({wr}) begin
-                    {c} <= '0;
-                    wrapped <= 1'b1;
-                    wraps <= wraps + 1'b1;
-                end else begin
-                    saturated <= 1'b1;
+                    {c} <= '0;{wrap_flags}
+                end else begin{sat_flag}
                 end
             end else if ({en}) begin
                 if (!at_zero)
@@ -125,6 +151,11 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     if events:
         description += "\n\nEvent flags (sticky until reset) record situations at the top of the range: " + "; ".join(
             f"`{EVENTS[i][0]}` = {EVENTS[i][2]}" for i in events) + "."
+    if certified:
+        description += ("\n\n`loaded` is set by any load and stays set until reset. While it is set, the count "
+                        f"steps up no further than the threshold {thr} (an up step there holds), and `wrapped`, "
+                        "`wraps`, `saturated` and the event flags keep their values: MAX and its flags are "
+                        "reached only by counting up from reset without a load.")
     all_ports = ports
 
     def base(s: Stim) -> None:
@@ -136,6 +167,11 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
 
     # strong
     s = Stim(all_ports)
+    if staged:
+        s.note(f"count up from 0 to MAX ({mx} steps) without a load: saturate, turn, clear, wrap twice")
+        s.step(mx + 1, **{en: 1, up: 1, wr: 0}).step(1, **{up: 0}).step(1, **{up: 1})
+        s.step(1, **{en: 0, clr: 1}).step(2 * (mx + 1), **{en: 1, wr: 1, clr: 0}).step(1, **{en: 0, ld: 1})
+        s.step(1, **{ld: 0})
     base(s)
     run = mx - ldmax
     s.note(f"load {ldmax}, then count up {run} steps to MAX with wrapping off: saturate")
@@ -172,9 +208,45 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
 
     params = {"max": mx, "width": w, "load_width": lw, "threshold": thr,
               "events": [EVENTS[i][0] for i in events]}
+    strategies = {}
+    if staged:
+        params["certified"] = certified
+        a = Stim(all_ports).alias
+        brief.insert(3, f"MAX is {mx} up steps above 0")
+        if certified:
+            brief.append(f"{a[n['load']]}=1 sets loaded: after any load the count stops at {thr} and never reaches MAX")
+        strategies = {"load_climb": compact, "zero_climb": zero_climb_program(all_ports, n, mx, ldmax)}
+        compact = strategies["zero_climb" if certified else "load_climb"]  # the teacher's choice
     return Design(top, ports, body, f"{w}-bit up/down counter, wrap at {mx}, {lw}-bit load (generated)",
                   description, {"strong": strong, "medium": medium, "weak": weak, "compact": compact},
-                  params, brief=brief)
+                  params, brief=brief, strategies=strategies)
+
+
+def zero_climb_program(ports: list, n: dict[str, str], mx: int, ldmax: int) -> str:
+    """The other strategy: count up from 0 without a load (MAX + 1 steps saturate), step down and back
+    and clear at MAX, wrap (two laps when they fit, ending on MAX), load at MAX; only then the load
+    cases (a load of 0 and a down step at 0, the largest load) and a random burst with what is left.
+    Past the budget (MAX too far from 0) the climb takes every cycle."""
+    s = Stim(ports, comments=False)
+    room = COMPACT_CYCLES - 4  # finish_with_reset
+    climb = min(mx + 1, room)
+    s.step(climb, **{n["en"]: 1, n["up"]: 1})
+    left = room - climb
+    if left >= 3:
+        s.step(1, **{n["up"]: 0}).step(1, **{n["up"]: 1}).step(1, **{n["en"]: 0, n["clr"]: 1})
+        left -= 3
+        laps = min(2, max(0, left - 6) // (mx + 1))
+        wrap = laps * (mx + 1) if laps else min(1, left)
+        s.step(wrap, **{n["en"]: 1, n["wrap"]: 1, n["clr"]: 0})
+        left -= wrap
+        if left >= 5:
+            s.step(1, **{n["load"]: 1})  # at MAX
+            s.step(1, **{n["up"]: 0, n["val"]: 0}).step(1, **{n["load"]: 0})  # load 0, then a down step at 0
+            s.step(1, **{n["load"]: 1, n["val"]: ldmax}).step(1, **{n["load"]: 0, n["en"]: 0})
+            left -= 5
+        s.burst(left)
+    finish_with_reset(s, **{n["en"]: 0, n["load"]: 0})
+    return s.text()
 
 
 # The compact program's cycles besides the burst and the two counts: the load of 0 and the down

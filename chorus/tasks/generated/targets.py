@@ -8,7 +8,9 @@ baseline's seeds) are measured, and
     target = R + TARGET_FRACTION * (S - R)   rounded down to 0.1 %
 
 so reaching the target means covering part of what random stimulus misses. A design with no hole
-(S <= R + MIN_HOLE) gets target S: it counts as solved only at the reference's coverage. The
+(S <= R + MIN_HOLE) gets target S: it counts as solved only at the reference's coverage. A design
+with alternative strategies (meta["strategies"]) has each measured too, and meta["reaches"] lists
+those that reach the target: the skills the task calls for. The
 measurements are cached on disk (<chorus cache>/targets), keyed by the design, the programs and the
 Verilator version, so each design is simulated once per machine.
 """
@@ -48,8 +50,9 @@ def target_from(strong: float, random_best: float) -> float:
 
 def _key(task: Task, version: str) -> str:
     h = hashlib.sha256()
+    strategies = sorted(task.meta.get("strategies", {}).items())
     for part in (sorted(task.rtl.items()), task.top, task.meta["programs"]["strong"], _seeds(task),
-                 COMPACT_CYCLES, version, VERSION):
+                 COMPACT_CYCLES, version, VERSION, *([strategies] if strategies else [])):
         h.update(repr(part).encode() + b"\0")
     return h.hexdigest()[:24]
 
@@ -78,26 +81,31 @@ def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: 
             cached[t.id] = json.loads(path.read_text())
         else:
             todo.append((t, path))
-    jobs = []
+    jobs, spans = [], []
     for t, _ in todo:
         amap = alias_map(t)
+        start = len(jobs)
         jobs.append((t, t.meta["programs"]["strong"]))
         jobs += [(t, render_vectors(random_program(amap, cycles=COMPACT_CYCLES, seed=s))) for s in _seeds(t)]
+        jobs += [(t, program) for program in t.meta.get("strategies", {}).values()]
+        spans.append((start, len(jobs)))
     if jobs:
         log.info("calibrating the targets of %d generated tasks (%d simulations; cached in %s)",
                  len(todo), len(jobs), root)
         results = evaluate_many(jobs, cfg, workers, fn=functools.partial(score, "vectors", options={}),
                                 fn_many=functools.partial(score_many, "vectors", options={}))
-        per = RANDOM_RUNS + 1
-        for i, (t, path) in enumerate(todo):
-            runs = results[i * per:(i + 1) * per]
+        for (t, path), (start, end) in zip(todo, spans):
+            runs = results[start:end]
             bad = next((r for r in runs if r.status != "ok" or r.overall is None), None)
             if bad is not None:
                 raise RuntimeError(f"task {t.id}: a target calibration run ended {bad.status} ({bad.reason}); "
                                    "targets need working simulations")
-            strong, *rand = (r.overall for r in runs)
+            strong, *rest = (r.overall for r in runs)
+            rand, own = rest[:RANDOM_RUNS], rest[RANDOM_RUNS:]
             cal = {"strong": strong, "random_best": max(rand), "random_mean": sum(rand) / len(rand),
                    "random_runs": len(rand), "random_cycles": COMPACT_CYCLES}
+            if own:
+                cal["strategies"] = dict(zip(t.meta["strategies"], own))
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(cal))
@@ -107,5 +115,7 @@ def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: 
         cal = cached[t.id]
         t.meta["calibration"] = cal
         t.targets = {"overall": target_from(cal["strong"], cal["random_best"])}
+        if "strategies" in cal:  # the skills this task calls for: the strategies that pass it
+            t.meta["reaches"] = sorted(n for n, cov in cal["strategies"].items() if cov >= t.targets["overall"])
     return tasks
 
