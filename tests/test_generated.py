@@ -8,7 +8,7 @@ from chorus.stimulus.program import parse_vectors, random_program, render_vector
 from chorus.tasks import load_tasks
 from chorus.tasks.generated.common import COMPACT_CYCLES, vector_cycles
 from chorus.tasks.generated import DIFFICULTIES, FAMILIES, MIXED, calibrate_targets, generate_task, generate_tasks
-from chorus.tasks.generated import counter
+from chorus.tasks.generated import counter, fsm
 from chorus.tasks.generated.shift_lfsr import MAXIMAL_TAPS, lfsr_period
 
 
@@ -133,20 +133,30 @@ def test_the_mixed_world_cycles_levels_and_gives_counters_two_strategies():
         k = t.meta["index"]
         assert t.id == f"gen_{t.family}_{k}_s5_mixed" and t.difficulty == DIFFICULTIES[k % 3]
         assert t.split == {3: "test", 2: "validation"}.get(k % 4, "train")
-        if t.family != "counter":
+        if t.family not in ("counter", "fsm"):
             assert "strategies" not in t.meta  # families without strategies are built as before
             continue
         strategies = t.meta["strategies"]
-        assert set(strategies) == set(counter.STRATEGIES)
         assert t.meta["programs"]["compact"] in strategies.values()  # the teacher's choice is one of them
         brief = t.brief.split("\n", 1)[1]
         for name, text in strategies.items():
             assert vector_cycles(text) <= COMPACT_CYCLES, (t.id, name)
+            assert len(text.splitlines()) <= 16 and "#" not in text, (t.id, name)  # short enough to write
             values = {v for tok in text.split() if "=" in tok and (v := tok.split("=", 1)[1]) != "?" and int(v, 0) > 1}
             assert all(v in brief for v in values), (t.id, name, values)
-        certified = t.meta["params"]["certified"]
-        assert ("loaded" in t.rtl[f"rtl/{t.top}.sv"]) == certified and (("stops at" in t.brief) == certified)
-        assert not (certified and t.difficulty == "hard")
+        if t.family == "counter":
+            assert set(strategies) == set(counter.STRATEGIES)
+            certified = t.meta["params"]["certified"]
+            assert ("loaded" in t.rtl[f"rtl/{t.top}.sv"]) == certified and (("stops at" in t.brief) == certified)
+            assert not (certified and t.difficulty == "hard")
+        else:
+            secret, code = t.meta["params"]["secret"], t.meta["params"]["sequence"]
+            # a secret code is in neither the spec nor the brief, and only the sweep can be written for it
+            told = f"The unlock sequence is {', '.join(map(str, code))} (decimal"
+            assert (told in t.spec) != secret and ("secret" in t.brief) == secret
+            assert set(strategies) == ({"sweep"} if secret else set(fsm.STRATEGIES))
+            assert not (secret and t.difficulty == "hard") and ("ALARM" in t.rtl[f"rtl/{t.top}.sv"]) == (
+                len(code) >= 2 and not secret)
     # the plain difficulties' designs do not change with the mixed world beside them
     assert generate_task("counter", 2, 5, "hard").to_dict() == generate_task("counter", 2, 5, "hard").to_dict()
     assert "strategies" not in generate_task("counter", 2, 5, "hard").meta
@@ -168,3 +178,21 @@ def test_counter_strategies_reach_different_tasks(sim_cfg):
         assert set(cal["strategies"]) == set(counter.STRATEGIES) and cal["strong"] >= max(cal["strategies"].values())
         seen.add(tuple(reaches))
     assert seen == {("load_climb",), ("zero_climb",), ("load_climb", "zero_climb")}
+
+
+@pytest.mark.slow
+def test_fsm_strategies_reach_different_tasks(sim_cfg):
+    """Simulated: a lock whose code is given and which has an ALARM is opened only by typing the code
+    (the sweep runs into the ALARM); a secret code can only be swept (the sweep succeeds by chance,
+    ~1 in 2 rounds for 2 symbols of 3 bits, so not on every design); hard locks are exact-only."""
+    tasks = calibrate_targets(generate_tasks(seed=0, per_family=24, difficulty=MIXED, families=["fsm"]),
+                              workers=2, cache_dir=sim_cfg.cache_dir)
+    seen = {}
+    for t in tasks:
+        p, reaches = t.meta["params"], t.meta["reaches"]
+        if t.difficulty == "hard" or (len(p["sequence"]) >= 2 and not p["secret"]):
+            assert reaches == ["exact"], (t.id, t.meta["calibration"], t.targets)
+        if p["secret"]:
+            assert "exact" not in reaches
+        seen[tuple(reaches)] = seen.get(tuple(reaches), 0) + 1
+    assert seen.get(("exact",), 0) >= 8 and seen.get(("sweep",), 0) >= 4, seen

@@ -31,8 +31,21 @@ NAMES = {
 }
 
 
-def build(rng: random.Random, k: int, difficulty: str) -> Design:
+# The staged world's two strategies (issue 27): type the unlock sequence the brief gives, or sweep random
+# symbols with the valid strobe held high. A `secret` design (easy and medium only) keeps its code out
+# of the spec and the brief but forgives wrong symbols (no ALARM): only the sweep opens it. A design
+# whose code is given has an ALARM behind two failures wherever it has one (a sequence of >= 2): the
+# sweep runs into it, so only the exact sequence opens it. A one-symbol code without ALARM: either.
+STRATEGIES = ("exact", "sweep")
+STAGED_LENGTHS = {"easy": (1, 2), "medium": (2,), "hard": (4, 5)}  # a sweep finds 2 symbols of 3 bits
+
+
+def build(rng: random.Random, k: int, difficulty: str, staged: bool = False) -> Design:
     lengths, sw, (dlo, dhi) = LEVELS[difficulty]
+    secret = False
+    if staged:
+        lengths = STAGED_LENGTHS[difficulty]
+        secret = difficulty != "hard" and rng.random() < 0.5
     length = rng.choice(lengths)
     nsym = 1 << sw
     c0 = rng.randrange(nsym)
@@ -40,7 +53,7 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     close = rng.randrange(nsym)
     dwell = rng.randint(dlo, dhi)
     dwb = dwell.bit_length()
-    has_alarm = length >= 2
+    has_alarm = length >= 2 and not secret
     names = ["IDLE"] + [f"GOT{i}" for i in range(1, length)] + ["OPEN"] + (["ALARM"] if has_alarm else []) + ["DONE"]
     nst = len(names)
     sb = max(1, (nst - 1).bit_length())
@@ -68,17 +81,19 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
 
     arms = [f"                IDLE: if ({v} && {s} == {lit(sw, c0)}) state <= {nxt(0)};"]
     for i in range(1, length):
+        wrong = (f"""else if ({n['fails']} == 2'd2)
+                        state <= ALARM;
+                    else begin
+                        state <= IDLE;
+                        {n['fails']} <= {n['fails']} + 1'b1;
+                    end""" if has_alarm else """else
+                        state <= IDLE;""")
         arms.append(f"""                GOT{i}: if ({v}) begin
                     if ({s} == {lit(sw, code[i])})
                         state <= {nxt(i)};
                     else if ({s} == {lit(sw, c0)})
                         state <= {nxt(0)};
-                    else if ({n['fails']} == 2'd2)
-                        state <= ALARM;
-                    else begin
-                        state <= IDLE;
-                        {n['fails']} <= {n['fails']} + 1'b1;
-                    end
+                    {wrong}
                 end""")
     arms.append(f"""                OPEN: begin
                     if ({v} && {s} == {lit(sw, close)}) begin
@@ -129,12 +144,14 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
         end
     end
 """
+    sym_text = (lambda i: f"code symbol {i + 1}") if secret else (lambda i: str(code[i]))
     table = [f"| State | Code | Behaviour on a cycle without `{ab}` |", "|---|---|---|",
-             f"| IDLE | {enc['IDLE']} | a valid symbol {c0} moves to {nxt(0)}; anything else stays |"]
+             f"| IDLE | {enc['IDLE']} | a valid symbol {sym_text(0)} moves to {nxt(0)}; anything else stays |"]
     for i in range(1, length):
-        table.append(f"| GOT{i} | {enc[f'GOT{i}']} | no valid symbol: stay. Valid {code[i]}: {nxt(i)}. "
-                     f"Valid {c0} (when not {code[i]}): {nxt(0)}. Any other valid symbol: a failure - "
-                     f"ALARM if `{n['fails']}` is already 2, else IDLE with `{n['fails']}` + 1 |")
+        wrong = (f"a failure - ALARM if `{n['fails']}` is already 2, else IDLE with `{n['fails']}` + 1"
+                 if has_alarm else "IDLE")
+        table.append(f"| GOT{i} | {enc[f'GOT{i}']} | no valid symbol: stay. Valid {sym_text(i)}: {nxt(i)}. "
+                     f"Valid {sym_text(0)} (when not {sym_text(i)}): {nxt(0)}. Any other valid symbol: {wrong} |")
     table.append(f"| OPEN | {enc['OPEN']} | valid {close}: IDLE (dwell cleared). Otherwise a valid symbol after the "
                  f"dwell timer reached {dwell}: DONE. Each cycle without a valid symbol advances the dwell timer "
                  f"(up to {dwell}) |")
@@ -142,9 +159,11 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
         table.append(f"| ALARM | {enc['ALARM']} | stays until `{ab}` |")
     table.append(f"| DONE | {enc['DONE']} | IDLE on the next cycle (dwell cleared), `{n['done']}` pulses |")
     seq = ", ".join(str(c) for c in code)
+    told = (f"The unlock sequence is a secret {length}-symbol code; a wrong symbol only returns the machine to "
+            "IDLE (there is no lockout)" if secret else f"The unlock sequence is {seq} (decimal, first symbol first)")
     description = (
         f"`{top}` is {a_n(nst)} {nst}-state code lock. Symbols ({sw}-bit) are taken on cycles where `{v}` is high. "
-        f"The unlock sequence is {seq} (decimal, first symbol first); after the last symbol the machine is in "
+        f"{told}; after the last symbol the machine is in "
         f"OPEN. `{ab}` returns to IDLE from any state and clears the dwell timer"
         + (" and the failure count" if has_alarm else "") + ".\n\n" + "\n".join(table))
 
@@ -213,8 +232,42 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
 
     params = {"states": nst, "sequence": code, "symbol_width": sw, "close": close, "dwell": dwell,
               "encoding": enc}
+    strategies = {}
+    if staged:
+        params["secret"] = secret
+        sweep = sweep_program(ports, close, dwell)
+        if secret:  # the code is not given: the exact strategy cannot be written from the brief
+            brief[0] = (f"unlock code: a secret {length}-symbol sequence; a wrong symbol returns to IDLE, "
+                        "never to ALARM")
+            strategies = {"sweep": sweep}
+        else:
+            strategies = {"exact": compact, "sweep": sweep}
+        compact = sweep if secret else compact  # the teacher's choice
     return Design(top, ports, body, f"{nst}-state code lock, {length}-symbol sequence (generated)", description,
-                  {"strong": strong, "medium": medium, "weak": weak, "compact": compact}, params, brief)
+                  {"strong": strong, "medium": medium, "weak": weak, "compact": compact}, params, brief,
+                  strategies=strategies)
+
+
+SWEEP_ROUNDS = 4
+
+
+def sweep_program(ports: list, close: int, dwell: int) -> str:
+    """The sweep: rounds of random symbols with the valid strobe held high and the abort low (any
+    code of a few symbols comes up by chance; with an ALARM the wrong ones run into it), each round
+    followed by a pause one cycle past the dwell time and a valid non-closing symbol, which ends a
+    round that left the lock OPEN in DONE."""
+    valid, sym, ab = (p.name for p in ports[:3])
+    sw = ports[1].width
+    s = Stim(ports, comments=False)
+    go = next(x for x in range(1 << sw) if x != close)
+    tail = dwell + 1 + 2
+    per = (COMPACT_CYCLES - 4) // SWEEP_ROUNDS - tail
+    for _ in range(SWEEP_ROUNDS):
+        s.step(per, **{valid: 1, sym: None, ab: 0})
+        s.step(dwell + 1, **{valid: 0, sym: go})
+        s.step(2, **{valid: 1})
+    finish_with_reset(s, **{valid: 0})
+    return s.text()
 
 
 def _compact(ports: list, code: list[int], close: int, dwell: int, has_alarm: bool) -> tuple[list[str], str]:
