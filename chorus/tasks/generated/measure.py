@@ -1,7 +1,9 @@
 """Measure the generated families: coverage of the strong / medium / weak reference programs and
-of uniform random stimulus, per family and difficulty, with pass rates against the targets.
+of uniform random stimulus, per family and difficulty, with pass rates against the targets, and, for
+designs with stimulus strategies (--difficulties mixed), which strategies reach each target.
 
     python -m chorus.tasks.generated.measure --per-family 4 --workers 2
+    python -m chorus.tasks.generated.measure --per-family 24 --difficulties mixed --families counter fsm
 
 Targets are the calibrated ones (targets.py), so a column's pass share says how often it reaches them.
 
@@ -20,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from ...modes import Quality
 from ..schema import Task
-from . import DIFFICULTIES, FAMILIES, calibrate_targets, generate_task
+from . import DIFFICULTIES, FAMILIES, MIXED, calibrate_targets, generate_task
 
 GRADES = tuple(q.name for q in Quality)  # every reference grade (policy.quality's choices)
 RANDOM_CYCLES = (500, 2000)
@@ -40,7 +42,8 @@ def measure_task(task: Task, cache_dir: str | None = None) -> dict:
     for c in RANDOM_CYCLES:
         texts[f"random{c}"] = render_vectors(random_program(amap, cycles=c, seed=0))
     row = {"id": task.id, "family": task.family, "difficulty": task.difficulty, "target": task.target,
-           "random_mean": (task.meta.get("calibration") or {}).get("random_mean")}
+           "random_mean": (task.meta.get("calibration") or {}).get("random_mean"),
+           "strategies": list(task.meta.get("strategies", {})), "reaches": task.meta.get("reaches")}
     for name in COLUMNS:
         if name not in texts:
             row[name] = None
@@ -77,6 +80,26 @@ def summarize(rows: list[dict]) -> list[dict]:
     return out
 
 
+def reach_table(rows: list[dict]) -> str:
+    """Per family and difficulty, how many designs each set of strategies reaches ("none": no strategy
+    reaches the target); "" when no design has strategies."""
+    rows = [r for r in rows if r.get("strategies")]
+    if not rows:
+        return ""
+    lines = ["| family | difficulty | n | reached by |", "|---|---|---|---|"]
+    for fam in FAMILIES:
+        for diff in DIFFICULTIES:
+            group = [r for r in rows if r["family"] == fam and r["difficulty"] == diff]
+            if group:
+                counts: dict[str, int] = {}
+                for r in group:
+                    key = " + ".join(r["reaches"]) or "none"
+                    counts[key] = counts.get(key, 0) + 1
+                lines.append(f"| {fam} | {diff} | {len(group)} | "
+                             + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + " |")
+    return "\n".join(lines)
+
+
 def table(summary: list[dict]) -> str:
     head = "| family | difficulty | n | mean target | " + " | ".join(COLUMNS) + " |"
     lines = [head, "|" + "---|" * (4 + len(COLUMNS))]
@@ -92,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-family", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--families", nargs="*", default=list(FAMILIES))
-    ap.add_argument("--difficulties", nargs="*", default=list(DIFFICULTIES))
+    ap.add_argument("--difficulties", nargs="*", default=list(DIFFICULTIES),
+                    help=f"any of {[*DIFFICULTIES, MIXED]} ({MIXED}: the staged world's mixture, with strategies)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cache-dir", default=None, help="where harness builds go (default: chorus's cache)")
     ap.add_argument("--json", default=None, help="also write the per-task rows and the summary here")
@@ -107,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(rows)
     print(table(summary))
     print(f"\n{len(rows)} tasks in {time.monotonic() - t0:.0f} s; cell = mean overall % (share passing the target)")
+    if reach := reach_table(rows):
+        print("\nWhich stimulus strategies reach each design's target (simulated):\n\n" + reach)
     for r in rows:
         if r.get("errors"):
             print(f"{r['id']}: {r['errors']}", file=sys.stderr)
