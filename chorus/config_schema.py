@@ -75,6 +75,9 @@ class ModelConf:
     path: Optional[str] = None
     size: str = "s"  # tiny presets: xs (~0.5M params) | s (~3.4M, the design-card model) | m (~11M)
     seed: int = 0
+    # tiny: LM steps on the staged world's training corpus before any SFT (chorus.policy.pretrain):
+    # a base that the SFT stages fine-tune; 0 keeps the random init
+    pretrain_steps: int = 0
     dtype: str = "float32"
     device: str = "cpu"
     # sdpa: 2.3x faster generation and 1.8x faster training than eager at 2.5k-token prompts on CPU

@@ -132,7 +132,7 @@ def prepare(steps: list) -> None:
     if model["name"] == "tiny" and not model["path"]:
         from .policy.tiny import build_tiny
 
-        build_tiny(model["size"], seed=model["seed"])
+        build_tiny(model["size"], seed=model["seed"], pretrain_steps=model["pretrain_steps"])
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="pipeline", version_base="1.3")

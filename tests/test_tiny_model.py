@@ -118,3 +118,41 @@ def test_unknown_size_is_a_one_line_error(tmp_path):
             call()
         assert "\n" not in str(e.value)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_pretraining_lowers_the_lm_loss_and_is_part_of_the_recipe(tmp_path, corpus, monkeypatch):
+    """pretrain_steps > 0: the initialised model is trained as an LM on the given corpus; its loss
+    falls, its weights differ from the plain build of the same seed, the run repeats exactly, and
+    the cache tells a pretrained base from a plain one (and from another number of steps)."""
+    from chorus.policy.pretrain import PretrainSpec, lr_at, pack
+
+    texts = corpus[:40]
+    plain = build_tiny("xs", seed=0, corpus=corpus, cache_root=tmp_path)
+    base = build_tiny("xs", seed=0, corpus=corpus, cache_root=tmp_path, pretrain_steps=40, pretrain_corpus=texts)
+    assert base != plain and "-pt40-" in base.name
+    meta = json.loads((base / "chorus_tiny.json").read_text())
+    assert meta["pretrain"]["steps"] == 40 and meta["pretrain_loss_last"] < 0.8 * meta["pretrain_loss_first"]
+    w0 = AutoModelForCausalLM.from_pretrained(plain).state_dict()
+    w1 = AutoModelForCausalLM.from_pretrained(base).state_dict()
+    assert any(not torch.equal(w0[k], w1[k]) for k in w0)
+    again = build_tiny("xs", seed=0, corpus=corpus, out_dir=tmp_path / "again", pretrain_steps=40,
+                       pretrain_corpus=texts)
+    w2 = AutoModelForCausalLM.from_pretrained(again).state_dict()
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # same seed, same corpus, same machine: same base
+    # reused, not rebuilt; a different recipe in the same dir is refused with the fix named
+    monkeypatch.setattr(tiny, "_build_into", lambda *a, **k: pytest.fail("rebuilt a cached base"))
+    assert build_tiny("xs", seed=0, corpus=corpus, cache_root=tmp_path, pretrain_steps=40,
+                      pretrain_corpus=texts) == base
+    with pytest.raises(ValueError, match="different tiny model"):
+        build_tiny("xs", seed=0, corpus=corpus, out_dir=base, pretrain_steps=20, pretrain_corpus=texts)
+    # the packed blocks hold the texts in order, each ended by <|endoftext|>; the schedule warms up
+    tok = AutoTokenizer.from_pretrained(plain)
+    blocks = pack(tok, ["module a; endmodule", "in0=1 x4"], seq_len=4)
+    flat = tok.decode(blocks.flatten().tolist())
+    assert flat in "module a; endmodule<|endoftext|>in0=1 x4<|endoftext|>" and blocks.shape[1] == 4
+    spec = PretrainSpec(steps=100, lr=1e-3, warmup=10)
+    assert lr_at(0, spec) == pytest.approx(1e-4) and lr_at(9, spec) == pytest.approx(1e-3)
+    assert lr_at(99, spec) == pytest.approx(1e-4, rel=0.05)
+    with pytest.raises(ValueError, match="fewer than one block"):
+        pack(tok, ["x"], seq_len=4096)

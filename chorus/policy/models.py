@@ -17,12 +17,14 @@ class ModelLoadError(ValueError):
     """The model or tokenizer cannot be used; the message names the fix."""
 
 
-def resolve_path(name: str = "tiny", path: str | None = None, size: str = "s", seed: int = 0, **_) -> str:
-    """`model=tiny` builds (or finds) the cached tiny checkpoint; anything else is an id or path."""
+def resolve_path(name: str = "tiny", path: str | None = None, size: str = "s", seed: int = 0,
+                 pretrain_steps: int = 0, **_) -> str:
+    """`model=tiny` builds (or finds) the cached tiny checkpoint (pretrained on its world's corpus
+    when pretrain_steps > 0); anything else is an id or path."""
     if name == "tiny" and not path:
         from .tiny import build_tiny
 
-        return str(build_tiny(size, seed=seed))
+        return str(build_tiny(size, seed=seed, pretrain_steps=pretrain_steps))
     if not path:
         raise ModelLoadError("model.path is empty; pass model.path=<local dir or Hugging Face id>")
     p = Path(path).expanduser()
@@ -34,11 +36,12 @@ def resolve_path(name: str = "tiny", path: str | None = None, size: str = "s", s
 
 
 def load_model(name: str = "tiny", path: str | None = None, size: str = "s", seed: int = 0, dtype: str = "float32",
-               device: str = "cpu", attn_implementation: str | None = "sdpa", lora: dict | None = None, **_):
+               device: str = "cpu", attn_implementation: str | None = "sdpa", lora: dict | None = None,
+               pretrain_steps: int = 0, **_):
     """(model, tokenizer) ready for generation, in eval mode, on `device`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    where = resolve_path(name, path, size, seed)
+    where = resolve_path(name, path, size, seed, pretrain_steps)
     if dtype not in _DTYPES:
         raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}")
     offline = not Path(where).exists()

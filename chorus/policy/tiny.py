@@ -93,7 +93,30 @@ def train_tokenizer(corpus: list[str], vocab_size: int):
         clean_up_tokenization_spaces=False, model_max_length=_COMMON["max_position_embeddings"])
 
 
-def _build_into(path: Path, size: str, seed: int, corpus: list[str], chash: str) -> None:
+def world_corpus(seed: int = 0, per_family: int = 48) -> list[str]:
+    """What the staged world's base model is pretrained on: spec, brief, RTL and every stimulus program
+    (each grade and each strategy, as vectors and as body statements) of the *training* designs of
+    the mixed world (tasks.difficulty=mixed), in a fixed order. Validation and test designs stay out."""
+    from ..stimulus.aliases import alias_map
+    from ..stimulus.formats import render
+    from ..stimulus.program import parse_vectors
+    from ..tasks.generated import MIXED, generate_tasks
+
+    texts: list[str] = []
+    for task in generate_tasks(seed=seed, per_family=per_family, difficulty=MIXED):
+        if task.split != "train":
+            continue
+        amap = alias_map(task)
+        texts += [task.spec, task.brief, *(task.rtl[name] for name in sorted(task.rtl))]
+        programs = {**task.meta["programs"], **task.meta.get("strategies", {})}
+        for name in sorted(programs):
+            texts.append(programs[name])
+            texts.append(render("body", task, parse_vectors(programs[name], amap)))
+    return texts
+
+
+def _build_into(path: Path, size: str, seed: int, corpus: list[str], chash: str,
+                pretrain: tuple | None = None) -> None:
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
@@ -109,19 +132,30 @@ def _build_into(path: Path, size: str, seed: int, corpus: list[str], chash: str)
     # Stop on either end marker: <|im_end|> after a chat turn, <|endoftext|> after raw text.
     model.generation_config = GenerationConfig(
         eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]], pad_token_id=ids["<|pad|>"])
+    trained = {}
+    if pretrain is not None:  # (PretrainSpec, its corpus, the corpus's hash)
+        from .pretrain import pack, pretrain as run_pretrain
+
+        spec, texts, phash = pretrain
+        blocks = pack(tokenizer, texts, spec.seq_len)
+        losses = run_pretrain(model, blocks, spec, seed=seed)
+        trained = {"pretrain": spec.to_dict(), "pretrain_corpus_hash": phash, "pretrain_blocks": len(blocks),
+                   "pretrain_loss_first": losses[0], "pretrain_loss_last": losses[-1]}
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     n_params = sum(p.numel() for p in model.parameters())  # parameters() counts tied weights once
     meta = {"size": size, "seed": seed, "corpus_hash": chash, "corpus_texts": len(corpus),
-            "params": n_params, "preset": preset, "tokenizer_vocab": len(tokenizer)}
+            "params": n_params, "preset": preset, "tokenizer_vocab": len(tokenizer), **trained}
     (path / "chorus_tiny.json").write_text(json.dumps(meta, indent=1) + "\n")
     (path / READY).write_text("ok\n")
 
 
-def _reuse(path: Path, size: str, seed: int, chash: str) -> Path:
+def _reuse(path: Path, size: str, seed: int, chash: str, pretrain: tuple | None = None) -> Path:
     """A complete directory is reused only if it was built from the same recipe."""
     meta = json.loads((path / "chorus_tiny.json").read_text())
-    want = {"size": size, "seed": seed, "corpus_hash": chash, "preset": PRESETS[size]}
+    want = {"size": size, "seed": seed, "corpus_hash": chash, "preset": PRESETS[size],
+            "pretrain": pretrain[0].to_dict() if pretrain else None,
+            "pretrain_corpus_hash": pretrain[2] if pretrain else None}
     got = {k: meta.get(k) for k in want}
     if got != want:
         raise ValueError(f"{path} holds a different tiny model ({got}); delete it or pick another out_dir")
@@ -129,32 +163,46 @@ def _reuse(path: Path, size: str, seed: int, chash: str) -> Path:
 
 
 def build_tiny(size: str = "s", seed: int = 0, corpus: list[str] | None = None,
-               out_dir: str | Path | None = None, cache_root: str | Path | None = None) -> Path:
+               out_dir: str | Path | None = None, cache_root: str | Path | None = None,
+               pretrain_steps: int = 0, pretrain_corpus: list[str] | None = None) -> Path:
     """Build (or reuse) a tiny model directory; returns its path.
 
-    Default location: <cache_root>/models/tiny-<size>-seed<seed>-<corpus-hash12>, cache_root from
-    chorus.sim.cache.default_cache_root() ($CHORUS_CACHE_DIR). Built in a sibling temp dir and
-    renamed into place, so a concurrent reader or builder never sees half a model.
+    Default location: <cache_root>/models/tiny-<size>-seed<seed>-<corpus-hash12>[-pt<steps>-<hash8>],
+    cache_root from chorus.sim.cache.default_cache_root() ($CHORUS_CACHE_DIR). Built in a sibling temp
+    dir and renamed into place, so a concurrent reader or builder never sees half a model.
+    pretrain_steps > 0: the initialised model is then pretrained as a language model
+    (chorus.policy.pretrain) on `pretrain_corpus` (default: world_corpus(), the staged world's
+    training designs), a base that SFT stages fine-tune.
     """
     _check_size(size)
     corpus = default_corpus() if corpus is None else list(corpus)
     if not corpus:
         raise ValueError("build_tiny needs a non-empty corpus to train the tokenizer")
+    if pretrain_steps < 0:
+        raise ValueError(f"model.pretrain_steps must be >= 0, got {pretrain_steps}")
     chash = corpus_hash(corpus)
+    pretrain = None
+    if pretrain_steps:
+        from .pretrain import PretrainSpec
+
+        texts = world_corpus() if pretrain_corpus is None else list(pretrain_corpus)
+        spec = PretrainSpec(steps=int(pretrain_steps))
+        pretrain = (spec, texts, corpus_hash([json.dumps(spec.to_dict()), *texts]))
     if out_dir is None:
         from ..sim.cache import default_cache_root
 
         root = Path(cache_root).expanduser() if cache_root else default_cache_root()
-        out_dir = root / "models" / f"tiny-{size}-seed{seed}-{chash}"
+        tag = f"-pt{pretrain_steps}-{pretrain[2][:8]}" if pretrain else ""
+        out_dir = root / "models" / f"tiny-{size}-seed{seed}-{chash}{tag}"
     final = Path(out_dir)
     if (final / READY).exists():
-        return _reuse(final, size, seed, chash)
+        return _reuse(final, size, seed, chash, pretrain)
     if final.exists() and any(final.iterdir()):
         raise ValueError(f"{final} exists but is not a complete chorus tiny model; delete it or pick another out_dir")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp-"))
     try:
-        _build_into(tmp, size, seed, corpus, chash)
+        _build_into(tmp, size, seed, corpus, chash, pretrain)
         try:
             if final.exists():
                 final.rmdir()  # empty (checked above); rename onto a non-empty dir would fail anyway
@@ -162,14 +210,15 @@ def build_tiny(size: str = "s", seed: int = 0, corpus: list[str] | None = None,
         except OSError:
             if not (final / READY).exists():  # lost the race to another builder: use theirs
                 raise
-        return _reuse(final, size, seed, chash)
+        return _reuse(final, size, seed, chash, pretrain)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_tiny(size: str = "s", seed: int = 0, corpus: list[str] | None = None,
               path: str | Path | None = None, cache_root: str | Path | None = None,
-              dtype: str = "float32", device: str = "cpu", attn_implementation: str = "sdpa"):
+              dtype: str = "float32", device: str = "cpu", attn_implementation: str = "sdpa",
+              pretrain_steps: int = 0):
     """Build-or-load, then (model, tokenizer) through the same from_pretrained calls as any checkpoint.
 
     Arguments mirror conf/model/tiny.yaml: path=None builds/caches automatically; a path is loaded as is.
@@ -178,7 +227,7 @@ def load_tiny(size: str = "s", seed: int = 0, corpus: list[str] | None = None,
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _check_size(size)
-    path = Path(path) if path else build_tiny(size, seed, corpus, cache_root=cache_root)
+    path = Path(path) if path else build_tiny(size, seed, corpus, cache_root=cache_root, pretrain_steps=pretrain_steps)
     # local_files_only: a local directory never needs the hub, and this guarantees no download.
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=getattr(torch, dtype),
