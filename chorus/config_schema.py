@@ -140,8 +140,12 @@ class SFTStageConf:
     # which of a generated task's reference programs are candidate answers (each kept when it reaches
     # min_coverage; weaker ones pair with the best in repair examples)
     grades: List[Quality] = field(default_factory=lambda: list(Quality))
-    min_coverage: float = 80.0
+    # the task's stimulus strategies (tasks.difficulty=mixed) are candidates too: the teacher policy
+    # writes every strategy, and those that pass are the validated answers
+    strategies: bool = False
+    min_coverage: Optional[float] = 80.0  # null: the task's own target (its pass rule)
     prioritised: bool = False
+    prioritise_samples: int = 1  # prioritised: samples per task the starting model's coverage is averaged over
     steps: int = 200
     batch_size: int = 4
     lr: float = 1e-3

@@ -26,6 +26,22 @@ def test_examples_are_validated_by_simulation_and_repairs_point_to_better_answer
     assert "weak" not in weak_grades  # the weak programs stay below 80 % and are not taught
 
 
+def test_the_strategy_teacher_keeps_the_strategies_that_pass_each_task(sim_cfg):
+    """sft_stage.strategies: every stimulus strategy of a mixed-world design is a candidate, and with
+    min_coverage=None the bar is the task's own target, so the validated answers are exactly the
+    strategies calibration found reaching it (meta["reaches"]); the others become repair pairs."""
+    tasks = load_tasks("generated", per_family=6, families=["counter"], difficulty="mixed", split="train")
+    examples = build_examples(tasks, "vectors", sim_cfg, min_coverage=None, workers=2, grades=(), strategies=True)
+    taught = {(e.task_id, e.meta["grade"]) for e in examples if e.kind == "validated"}
+    assert taught == {(t.id, f"strategy:{name}") for t in tasks for name in t.meta["reaches"]}
+    assert {g for _, g in taught} == {"strategy:load_climb", "strategy:zero_climb"}
+    for e in examples:
+        target = next(t.target for t in tasks if t.id == e.task_id)
+        assert e.coverage >= target
+        if e.kind == "repair":  # a strategy that misses this design, its feedback, then one that passes
+            assert e.meta["from_grade"].startswith("strategy:") and e.meta["from_coverage"] < target
+
+
 def test_worst_state_weights_favour_low_coverage():
     w = task_weights({"easy": 100.0, "mid": 50.0, "hard": 0.0}, floor=0.05)
     assert w == pytest.approx({"easy": 0.05 / 1.55, "mid": 0.5 / 1.55, "hard": 1.0 / 1.55})

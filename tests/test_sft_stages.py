@@ -31,13 +31,18 @@ def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim
     assert s0["init"] == str(tiny_xs) and (tmp_path / "sft/stage0/hf/config.json").exists()
     s1 = stage("stage1", "stage0")  # by name: the stage's default run dir
     assert s1["init"] == s0["checkpoint"]
-    s2 = stage("stage2", str(tmp_path / "sft/stage1/hf"), prioritised=True)  # by path, as the pipeline wires it
+    s2 = stage("stage2", str(tmp_path / "sft/stage1/hf"), prioritised=True,  # by path, as the pipeline wires it
+               prioritise_samples=3)
     assert s2["init"] == s1["checkpoint"] and s2["examples"] == 6  # steps x batch drawn by priority
     # the prioritised stage's long phases report progress up to their totals
     progress = lines(tmp_path / "sft/stage2/progress.jsonl")
     for phase in ("sft data", "current coverage"):
         counts = [(p["done"], p["total"]) for p in progress if p["phase"] == phase]
         assert counts[0][0] == 0 and counts[-1][0] == counts[-1][1] > 0, phase
+    # the starting model's coverage is averaged over 3 samples of the stage's one design
+    assert [p["total"] for p in progress if p["phase"] == "current coverage"][-1] == 3
+    with pytest.raises(ValueError, match="prioritise_samples must be >= 1"):
+        stage("stage2", str(tmp_path / "sft/stage1/hf"), prioritised=True, prioritise_samples=0)
     with pytest.raises(ValueError, match="neither a stage"):
         resolve_init(str(tmp_path / "nowhere"), model, tmp_path)
     registered = tmp_path / "other/sft/stage1"

@@ -43,20 +43,29 @@ def answer(task: Task, fmt: str, code: str) -> str:
     return f"filename: {FILENAME[fmt].format(tb=task.tb_name)}\n```{FENCE[fmt]}\n{code.rstrip()}\n```\n"
 
 
-def candidates(task: Task, fmt: str, grades: tuple[str, ...] = QUALITIES) -> list[tuple[str, str]]:
-    """(grade, code) for the task's own stimulus; bundled tasks offer their reference testbench."""
+def candidates(task: Task, fmt: str, grades: tuple[str, ...] = QUALITIES,
+               strategies: bool = False) -> list[tuple[str, str]]:
+    """(grade, code) for the task's own stimulus, and (`strategy:<name>`, code) for each of its
+    stimulus strategies when asked; bundled tasks offer their reference testbench."""
     programs = task.meta.get("programs") or {}
-    out = [(g, render(fmt, task, parse_vectors(programs[g], alias_map(task)))) for g in grades if g in programs]
+    chosen = [(g, programs[g]) for g in grades if g in programs]
+    if strategies:
+        chosen += [(f"strategy:{name}", text) for name, text in (task.meta.get("strategies") or {}).items()]
+    amap = alias_map(task) if chosen else None
+    out = [(g, render(fmt, task, parse_vectors(text, amap))) for g, text in chosen]
     if not out and fmt == "testbench" and task.reference_tb:
         out.append(("reference", task.reference_tb))
     return out
 
 
-def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: float = 80.0,
+def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: float | None = 80.0,
                    repair: bool = True, workers: int | None = None, grades: tuple[str, ...] = QUALITIES,
                    prompt: Callable[[Task], list[dict]] | None = None,
-                   on_progress: Callable[[int, int], None] | None = None, executor=None) -> list[Example]:
-    """Simulate every candidate; keep validated answers and pair weaker ones with better ones.
+                   on_progress: Callable[[int, int], None] | None = None, executor=None,
+                   strategies: bool = False) -> list[Example]:
+    """Simulate every candidate; keep validated answers (coverage >= min_coverage, or the task's own
+    target when it is None) and pair weaker ones with better ones. strategies: the tasks' stimulus
+    strategies are candidates beside the grades.
 
     `prompt(task)` gives the task's chat messages (default: the full prompt; stages pass the
     shortened prompt that fits their prompt budget). `on_progress(done, total)` hears how many
@@ -64,7 +73,7 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
     prompt = prompt or (lambda t: messages(t, fmt))
     jobs, where = [], []
     for t in tasks:
-        for grade, code in candidates(t, fmt, grades):
+        for grade, code in candidates(t, fmt, grades, strategies):
             jobs.append((t, code))
             where.append((t, grade, code))
     finished, every = [], max(1, len(jobs) // 20)  # about 20 reports a pass: the log stays readable
@@ -83,7 +92,8 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
         by_task[t.id].append((t, grade, code, r))
     examples = []
     for entries in by_task.values():
-        ok = [e for e in entries if e[3].status == "ok" and (e[3].overall or 0) >= min_coverage]
+        bar = entries[0][0].target if min_coverage is None else min_coverage
+        ok = [e for e in entries if e[3].status == "ok" and (e[3].overall or 0) >= bar]
         if not ok:
             continue
         best = max(ok, key=lambda e: e[3].overall)

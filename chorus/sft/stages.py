@@ -65,19 +65,24 @@ def resolve_init(init: str | None, model: dict, runs_dir: str | Path) -> str:
 
 
 def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext, device="cpu") -> dict[str, float]:
-    """Coverage the starting model reaches on each task (one direct sample): the worst-state signal."""
+    """Mean coverage the starting model reaches on each task over stage.prioritise_samples direct
+    samples: the worst-state signal."""
     from ..policy.engines import HFEngine, SamplingParams
     from ..policy.models import load_model
     from ..protocol.direct import run_direct
 
     phase = "current coverage"
-    ctx.progress.start(phase, len(tasks))
+    ctx.progress.start(phase, len(tasks) * stage.prioritise_samples)
     model, tok = load_model("hf", path=init, device=device)
-    rows = run_direct(tasks, HFEngine(model, tok), tok, ctx.fmt, 1, SamplingParams(max_new_tokens=stage.max_new_tokens),
+    rows = run_direct(tasks, HFEngine(model, tok), tok, ctx.fmt, stage.prioritise_samples,
+                      SamplingParams(max_new_tokens=stage.max_new_tokens),
                       ctx.sim, workers=ctx.workers, max_prompt_tokens=stage.max_prompt_tokens, progress=False,
                       timing=ctx.timing,
                       on_progress=ctx.progress.callback(phase))
-    return {r["task_id"]: r["overall"] or 0.0 for r in rows}
+    sums: dict[str, list[float]] = {}
+    for r in rows:
+        sums.setdefault(r["task_id"], []).append(r["overall"] or 0.0)
+    return {t: sum(v) / len(v) for t, v in sums.items()}
 
 
 def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: TrainerConf | None = None) -> dict:
@@ -88,6 +93,8 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
 
     trainer = trainer or TrainerConf()
     check_stage(stage.name)
+    if stage.prioritise_samples < 1:
+        raise ValueError(f"sft_stage.prioritise_samples must be >= 1, got {stage.prioritise_samples}")
     out = ctx.out
     if stage.checkpoint:
         info = {"stage": stage.name, "checkpoint": resolve_path("hf", stage.checkpoint), "external": True}
@@ -99,7 +106,7 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
     t0 = time.monotonic()
     examples = build_examples(tasks, ctx.fmt, ctx.sim, stage.min_coverage, repair="repair" in stage.kinds,
-                              grades=tuple(str(g) for g in stage.grades),
+                              grades=tuple(str(g) for g in stage.grades), strategies=stage.strategies,
                               workers=ctx.workers, executor=ctx.executor, on_progress=ctx.progress.callback("sft data"),
                               prompt=lambda t: fit_messages(t, ctx.fmt, tok, stage.max_prompt_tokens)[0])
     add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)  # the answers are scored by simulation
