@@ -15,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
 from .modes import Difficulty, Divergence, Engine, GenerationMode, Launcher, LogMode, MissingRewards, OPDMode, \
-    Quality, SFTKind, Split, TeacherSource
+    Quality, RepairSource, SFTKind, Split, TeacherSource
 from .sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -144,6 +144,8 @@ class SFTStageConf:
     # writes every strategy, and those that pass are the validated answers
     strategies: bool = False
     min_coverage: Optional[float] = 80.0  # null: the task's own target (its pass rule)
+    repair_from: RepairSource = RepairSource.reference  # own: repairs start from the starting model's failures
+    own_samples: int = 4  # repair_from=own: samples per task drawn from the starting model
     prioritised: bool = False
     prioritise_samples: int = 1  # prioritised: samples per task the starting model's coverage is averaged over
     steps: int = 200

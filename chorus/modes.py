@@ -95,6 +95,12 @@ class SFTKind(Choice):
     repair = enum.auto()  # agentic repair pairs (a failed answer, its feedback, a better answer)
 
 
+class RepairSource(Choice):
+    """sft_stage.repair_from: whose failed answers start a stage's repair pairs."""
+    reference = enum.auto()  # the task's weaker reference programs (grades, strategies)
+    own = enum.auto()  # the stage's starting model's own samples, scored by the simulator
+
+
 class LogMode(Choice):
     """logger.mode (W&B)."""
     offline = enum.auto()

@@ -4,7 +4,7 @@ from collections import Counter
 import pytest
 
 from chorus.policy.parsing import parse_completion
-from chorus.sft.data import Example, build_examples, prioritised_sample, task_weights
+from chorus.sft.data import Example, answer, build_examples, own_repairs, prioritised_sample, task_weights
 from chorus.tasks import load_tasks
 
 
@@ -40,6 +40,30 @@ def test_the_strategy_teacher_keeps_the_strategies_that_pass_each_task(sim_cfg):
         assert e.coverage >= target
         if e.kind == "repair":  # a strategy that misses this design, its feedback, then one that passes
             assert e.meta["from_grade"].startswith("strategy:") and e.meta["from_coverage"] < target
+
+
+def test_repairs_from_a_models_own_failures_carry_their_real_feedback(sim_cfg):
+    """repair_from=own: a sampled answer that passes is left alone; one that fails, and one with no
+    stimulus block, each become a repair pair: the sample as the assistant's turn, the feedback of its
+    own simulation (or its parse failure), then the task's best validated answer."""
+    task = load_tasks("generated", per_family=1, families=["counter"])[0]
+    examples = build_examples([task], "vectors", sim_cfg, min_coverage=None, repair=False, workers=2)
+    best = max((e for e in examples if e.kind == "validated"), key=lambda e: e.coverage)
+    programs = task.meta["programs"]
+    passing, failing = answer(task, "vectors", programs["strong"]), answer(task, "vectors", programs["weak"])
+    garbled, empty = "stimulus: none here", ""  # read as unfenced vectors (which do not build), and nothing
+    repairs = own_repairs([(task, passing), (task, failing), (task, garbled), (task, empty)], examples, "vectors",
+                          sim_cfg, min_coverage=None, workers=2)
+    assert [r.messages[-2]["content"] for r in repairs] == [failing, garbled, empty]
+    weak, broken, bad = repairs
+    assert broken.messages[-1]["content"].startswith("The stimulus did not produce coverage: compile_error")
+    assert "unknown alias 'stimulus'" in broken.messages[-1]["content"]
+    assert all(r.kind == "repair" and r.completion == best.completion for r in repairs)
+    assert weak.meta["from"] == "own" and weak.meta["from_coverage"] < task.target
+    assert weak.messages[-1]["content"].startswith(f"Coverage of ") and f"(target {task.target:.0f}%)" in \
+        weak.messages[-1]["content"]
+    assert "no usable stimulus block" in bad.messages[-1]["content"] and bad.meta["from_coverage"] == 0.0
+    assert own_repairs([(task, failing)], [], "vectors", sim_cfg) == []  # no validated answer: nothing to teach
 
 
 def test_worst_state_weights_favour_low_coverage():

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from chorus.config_schema import SFTStageConf, StageTasksConf
-from chorus.modes import Difficulty, SFTKind
+from chorus.modes import Difficulty, RepairSource, SFTKind
 from chorus.sft.stages import resolve_init, run_stage
 from chorus.tracking.progress import Progress
 from helpers import context, lines
@@ -29,8 +29,11 @@ def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim
 
     s0 = stage("stage0", None)
     assert s0["init"] == str(tiny_xs) and (tmp_path / "sft/stage0/hf/config.json").exists()
-    s1 = stage("stage1", "stage0")  # by name: the stage's default run dir
+    s1 = stage("stage1", "stage0", repair_from=RepairSource.own, own_samples=2)  # by name: the default run dir
     assert s1["init"] == s0["checkpoint"]
+    # its repairs start from stage 0's own samples: 2 of the stage's one design
+    own = [p for p in lines(tmp_path / "sft/stage1/progress.jsonl") if p["phase"] == "own samples"]
+    assert own[0]["done"] == 0 and own[-1]["done"] == own[-1]["total"] == 2
     s2 = stage("stage2", str(tmp_path / "sft/stage1/hf"), prioritised=True,  # by path, as the pipeline wires it
                prioritise_samples=3)
     assert s2["init"] == s1["checkpoint"] and s2["examples"] == 6  # steps x batch drawn by priority
@@ -41,7 +44,7 @@ def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim
         assert counts[0][0] == 0 and counts[-1][0] == counts[-1][1] > 0, phase
     # the starting model's coverage is averaged over 3 samples of the stage's one design
     assert [p["total"] for p in progress if p["phase"] == "current coverage"][-1] == 3
-    with pytest.raises(ValueError, match="prioritise_samples must be >= 1"):
+    with pytest.raises(ValueError, match="own_samples must be >= 1"):
         stage("stage2", str(tmp_path / "sft/stage1/hf"), prioritised=True, prioritise_samples=0)
     with pytest.raises(ValueError, match="neither a stage"):
         resolve_init(str(tmp_path / "nowhere"), model, tmp_path)

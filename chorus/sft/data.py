@@ -115,6 +115,36 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
     return examples
 
 
+def own_repairs(samples: list[tuple[Task, str]], examples: list[Example], fmt: str, cfg: SimConfig,
+                min_coverage: float | None = 80.0, workers: int | None = None,
+                prompt: Callable[[Task], list[dict]] | None = None, executor=None) -> list[Example]:
+    """Repair pairs from a model's own answers (LLM4Cov's stage-1 data): each sampled completion
+    (task, text) that fails (unparsable, not simulated, or below min_coverage, or the task's target
+    when None) with the real feedback of its own simulation, followed by the task's best validated
+    answer among `examples`. Tasks without a validated answer give none."""
+    prompt = prompt or (lambda t: messages(t, fmt))
+    best: dict[str, Example] = {}
+    for e in examples:
+        if e.kind == "validated" and (e.task_id not in best or e.coverage > best[e.task_id].coverage):
+            best[e.task_id] = e
+    todo = [(t, text, parse_completion(text, fmt)) for t, text in samples if t.id in best]
+    scored = [(t, p.code) for t, _, p in todo if p.code is not None]
+    results = iter(evaluate_many(scored, cfg, workers, fn=functools.partial(score, fmt, options={}),
+                                 executor=executor))
+    out = []
+    for t, text, parsed in todo:
+        r = next(results) if parsed.code is not None else None
+        cov = r.overall if r is not None and r.status == "ok" and r.overall is not None else 0.0
+        if cov >= (t.target if min_coverage is None else min_coverage):
+            continue  # it passed: nothing to repair
+        note = feedback_message(parsed, r, fmt, t.target)
+        convo = prompt(t) + [{"role": "assistant", "content": text}, {"role": "user", "content": note}]
+        good = best[t.id]
+        out.append(Example(t.id, "repair", convo, good.completion, good.coverage,
+                           {"from": "own", "from_coverage": cov, "from_status": r.status if r else parsed.status}))
+    return out
+
+
 def task_weights(coverage_by_task: dict[str, float], floor: float = 0.05) -> dict[str, float]:
     """Worst-state priority: weight 1 - coverage/100 (at least `floor`), normalised to sum 1."""
     raw = {t: max(floor, 1.0 - c / 100.0) for t, c in coverage_by_task.items()}

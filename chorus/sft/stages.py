@@ -10,13 +10,14 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from ..config_schema import SFTStageConf, TrainerConf
+from ..modes import RepairSource
 from ..job_context import JobContext
 from ..policy.models import resolve_path
 from ..tracking.identity import variants
 from ..tracking.timing import add_seconds
 from ..policy.prompts import fit_messages
 from ..tasks import load_tasks
-from .data import build_examples, prioritised_sample, task_weights
+from .data import build_examples, own_repairs, prioritised_sample, task_weights
 from .run import train_sft
 
 STAGES = ("stage0", "stage1", "stage2")
@@ -85,6 +86,29 @@ def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext, dev
     return {t: sum(v) / len(v) for t, v in sums.items()}
 
 
+def sample_answers(init: str, tasks, stage: SFTStageConf, ctx: JobContext, device="cpu") -> list[tuple]:
+    """stage.own_samples completions of the starting model per task (the prompts it trains on, the
+    stage's max_new_tokens, the sampler's defaults): (task, text) pairs."""
+    from ..policy.engines import HFEngine, SamplingParams
+    from ..policy.models import load_model
+    from ..policy.prompts import render_prompt
+
+    phase = "own samples"
+    ctx.progress.start(phase, len(tasks) * stage.own_samples)
+    model, tok = load_model("hf", path=init, device=device)
+    engine, out = HFEngine(model, tok), []
+    t0 = time.monotonic()
+    for start in range(0, len(tasks), 4):
+        chunk = tasks[start:start + 4]
+        prompts = [render_prompt(t, ctx.fmt, tok, stage.max_prompt_tokens).text for t in chunk]
+        gens = engine.generate(prompts, n=stage.own_samples,
+                               params=SamplingParams(max_new_tokens=stage.max_new_tokens, seed=ctx.seed + start))
+        out += [(t, g.text) for t, samples in zip(chunk, gens) for g in samples]
+        ctx.progress.update(phase, len(out), len(tasks) * stage.own_samples)
+    add_seconds(ctx.timing, "generation_s", time.monotonic() - t0)
+    return out
+
+
 def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: TrainerConf | None = None) -> dict:
     """Train (or, with stage.checkpoint, register) one stage from `init` into the run dir on `trainer`
     (default: the CPU). SFT keeps float32 master weights (ctx.dtype is not read; trainer.precision sets
@@ -93,8 +117,9 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
 
     trainer = trainer or TrainerConf()
     check_stage(stage.name)
-    if stage.prioritise_samples < 1:
-        raise ValueError(f"sft_stage.prioritise_samples must be >= 1, got {stage.prioritise_samples}")
+    if stage.prioritise_samples < 1 or stage.own_samples < 1:
+        raise ValueError(f"sft_stage.prioritise_samples and sft_stage.own_samples must be >= 1, got "
+                         f"{stage.prioritise_samples} and {stage.own_samples}")
     out = ctx.out
     if stage.checkpoint:
         info = {"stage": stage.name, "checkpoint": resolve_path("hf", stage.checkpoint), "external": True}
@@ -105,11 +130,20 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     tasks = load_tasks("generated", split="train", **dataclasses.asdict(stage.tasks))
     tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
     t0 = time.monotonic()
-    examples = build_examples(tasks, ctx.fmt, ctx.sim, stage.min_coverage, repair="repair" in stage.kinds,
+    own = stage.repair_from == RepairSource.own and "repair" in stage.kinds
+    fit = lambda t: fit_messages(t, ctx.fmt, tok, stage.max_prompt_tokens)[0]  # noqa: E731
+    examples = build_examples(tasks, ctx.fmt, ctx.sim, stage.min_coverage,
+                              repair="repair" in stage.kinds and not own,
                               grades=tuple(str(g) for g in stage.grades), strategies=stage.strategies,
                               workers=ctx.workers, executor=ctx.executor, on_progress=ctx.progress.callback("sft data"),
-                              prompt=lambda t: fit_messages(t, ctx.fmt, tok, stage.max_prompt_tokens)[0])
+                              prompt=fit)
     add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)  # the answers are scored by simulation
+    if own:  # repairs start from the starting model's own failed samples, with their real feedback
+        samples = sample_answers(init, tasks, stage, ctx, device=eval_device(trainer))
+        t0 = time.monotonic()
+        examples += own_repairs(samples, examples, ctx.fmt, ctx.sim, stage.min_coverage, workers=ctx.workers,
+                                prompt=fit, executor=ctx.executor)
+        add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)
     examples = [e for e in examples if e.kind in stage.kinds]
     if stage.prioritised:
         weights = task_weights(current_coverage(init, tasks, stage, ctx, device=eval_device(trainer)))
