@@ -8,7 +8,7 @@ from chorus.stimulus.program import parse_vectors, random_program, render_vector
 from chorus.tasks import load_tasks
 from chorus.tasks.generated.common import COMPACT_CYCLES, vector_cycles
 from chorus.tasks.generated import DIFFICULTIES, FAMILIES, MIXED, calibrate_targets, generate_task, generate_tasks
-from chorus.tasks.generated import counter, fsm
+from chorus.tasks.generated import alu, counter, fsm
 from chorus.tasks.generated.shift_lfsr import MAXIMAL_TAPS, lfsr_period
 
 
@@ -133,7 +133,7 @@ def test_the_mixed_world_cycles_levels_and_gives_counters_two_strategies():
         k = t.meta["index"]
         assert t.id == f"gen_{t.family}_{k}_s5_mixed" and t.difficulty == DIFFICULTIES[k % 3]
         assert t.split == {3: "test", 2: "validation"}.get(k % 4, "train")
-        if t.family not in ("counter", "fsm"):
+        if t.family not in ("counter", "fsm", "alu"):
             assert "strategies" not in t.meta  # families without strategies are built as before
             continue
         strategies = t.meta["strategies"]
@@ -149,6 +149,12 @@ def test_the_mixed_world_cycles_levels_and_gives_counters_two_strategies():
             certified = t.meta["params"]["certified"]
             assert ("loaded" in t.rtl[f"rtl/{t.top}.sv"]) == certified and (("stops at" in t.brief) == certified)
             assert not (certified and t.difficulty == "hard")
+        elif t.family == "alu":
+            secret, key = t.meta["params"]["secret"], t.meta["params"]["key"]
+            # a secret key is in neither the spec nor the brief (and KEY never locks); a given one locks
+            assert (f"equal {key} (" in t.spec) != secret and ("secret key" in t.brief) == secret
+            assert set(strategies) == ({"key_sweep"} if secret else set(alu.STRATEGIES))
+            assert ("key_locked" in t.rtl[f"rtl/{t.top}.sv"]) != secret and not (secret and t.difficulty == "hard")
         else:
             secret, code = t.meta["params"]["secret"], t.meta["params"]["sequence"]
             # a secret code is in neither the spec nor the brief, and only the sweep can be written for it
@@ -196,3 +202,21 @@ def test_fsm_strategies_reach_different_tasks(sim_cfg):
             assert "exact" not in reaches
         seen[tuple(reaches)] = seen.get(tuple(reaches), 0) + 1
     assert seen.get(("exact",), 0) >= 8 and seen.get(("sweep",), 0) >= 4, seen
+
+
+@pytest.mark.slow
+def test_alu_strategies_reach_different_tasks(sim_cfg):
+    """Simulated: an ALU whose key is given locks KEY after three wrong keys, so the key sweep shuts
+    itself out there and the exact key (typed before the random burst) gets in; a secret key can only
+    be swept (by chance: not on every design); hard keys (14 bits) are exact-only."""
+    tasks = calibrate_targets(generate_tasks(seed=0, per_family=24, difficulty=MIXED, families=["alu"]),
+                              workers=2, cache_dir=sim_cfg.cache_dir)
+    seen = {}
+    for t in tasks:
+        reaches = t.meta["reaches"]
+        if t.difficulty == "hard":
+            assert reaches == ["exact_key"], (t.id, t.meta["calibration"], t.targets)
+        if t.meta["params"]["secret"]:
+            assert "exact_key" not in reaches
+        seen[tuple(reaches)] = seen.get(tuple(reaches), 0) + 1
+    assert seen.get(("exact_key",), 0) >= 8 and seen.get(("key_sweep",), 0) >= 3, seen

@@ -72,8 +72,19 @@ PRIV = {
 }
 
 
-def build(rng: random.Random, k: int, difficulty: str) -> Design:
+# The staged world's two strategies (issue 27): enter privileged mode with the key the brief gives, or
+# sweep KEY over random operands. A `secret` design (easy and medium only) keeps its key out of the spec
+# and the brief but never locks out, so only the sweep gets in (by chance: 2^-K per try). A design whose
+# key is given locks KEY after three wrong keys, so the sweep shuts itself out and only the exact key
+# gets in; hard keys (14 bits) are out of a sweep's reach anyway.
+STRATEGIES = ("exact_key", "key_sweep")
+SWEEP = 300  # the sweep's cycles of KEY on random operands
+
+
+def build(rng: random.Random, k: int, difficulty: str, staged: bool = False) -> Design:
     w, ow, kw, n_plain, n_cond, n_priv = LEVELS[difficulty]
+    secret = staged and difficulty != "hard" and rng.random() < 0.5
+    lockout = staged and not secret
     n = pick_names(rng, NAMES)
     plain = rng.sample(sorted(PLAIN), n_plain)
     cond = rng.sample(sorted(COND), n_cond)
@@ -90,6 +101,12 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     fill = {"save": sv, "acc": acc, "arg": arg, "zf": zf, "cf": cf, "priv": pv, "bad": bad, "eq": eq,
             "W": w, "W1": w - 1, "W2": w - 2, "H": w // 2, "H1": w // 2 - 1, "K": kw, "K1": kw - 1}
     table = {**BASE, **PLAIN, **COND, **PRIV}
+    if lockout:  # three wrong keys lock KEY until reset
+        table["KEY"] = ("if (key_locked) begin\n    {bad} <= 1'b1;\nend else if ({arg}[{K1}:0] == KEY) begin\n"
+                        "    {priv} <= 1'b1;\nend else begin\n    {bad} <= 1'b1;\n    if (key_tries == 2'd2)\n"
+                        "        key_locked <= 1'b1;\n    else\n        key_tries <= key_tries + 1'b1;\nend",
+                        "if KEY is locked, set the fault flag; else if the low {K} bits of arg equal the key, enter "
+                        "privileged mode; else set the fault flag and count a wrong key (the third locks KEY until reset)")
 
     ports = [
         inp(go, 1, "execute the opcode on `" + op + "` this cycle; nothing changes while low."),
@@ -104,6 +121,8 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     ]
     if has_eq:
         ports.append(out(eq, 2, "number of exact CMP matches since reset, modulo 4."))
+    if lockout:
+        ports.append(out("key_locked", 1, "KEY is locked after three wrong keys (until reset)."))
 
     def indent(text: str, spaces: int) -> str:
         return "\n".join(" " * spaces + ln for ln in text.splitlines())
@@ -117,9 +136,12 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
     arms.append(f"                default: {bad} <= 1'b1;")
     params_sv = "\n".join(f"    localparam logic [{ow - 1}:0] OP_{name} = {lit(ow, opcode[name])};" for name in ops)
     eq_reset = f"            {eq} <= 2'd0;\n" if has_eq else ""
+    if lockout:
+        eq_reset += "            key_locked <= 1'b0;\n            key_tries <= 2'd0;\n"
+    tries_decl = "    logic [1:0] key_tries;\n" if lockout else ""
     body = f"""{params_sv}
     localparam logic [{kw - 1}:0] KEY = {lit(kw, key)};
-
+{tries_decl}
     always_ff @(posedge clk or negedge rst_n) begin
         if (!rst_n) begin
             {acc} <= '0;
@@ -146,7 +168,9 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
         f"`{top}` is {a_n(w)} {w}-bit accumulator ALU with a {ow}-bit opcode. On a rising clock edge with `{go}` "
         f"high it executes `{op}` on the accumulator `{acc}` and the operand `{arg}`, updating the flags Z (`{zf}`) "
         f"and C (`{cf}`) where the table says so (flags not mentioned keep their value). Privileged mode is entered "
-        f"with KEY when the low {kw} bits of the operand equal {key} ({kw}'h{key:x}) and left with LOCK. In the table "
+        + (f"with KEY when the low {kw} bits of the operand equal a secret key (a wrong key only sets the fault flag) "
+           if secret else f"with KEY when the low {kw} bits of the operand equal {key} ({kw}'h{key:x}) ")
+        + f"and left with LOCK. In the table "
         f"acc is `{acc}`, arg is `{arg}`, Z is `{zf}` and C is `{cf}`; every other opcode value is illegal.\n\n"
         + "\n".join(rows))
 
@@ -240,9 +264,21 @@ def build(rng: random.Random, k: int, difficulty: str) -> Design:
 
     brief, compact = _compact(ports, go, op, arg, w, ow, opcode, key, priv, cond)
     params = {"width": w, "opcode_width": ow, "key": key, "key_width": kw, "opcodes": opcode}
+    strategies = {}
+    if staged:
+        params["secret"] = secret
+        sweep = _compact(ports, go, op, arg, w, ow, opcode, None, priv, cond)[1]
+        if secret:  # the key is not given: the exact strategy cannot be written from the brief
+            brief[0] = f"in1={_val(ow, opcode['KEY'])} with the secret key in in2 enters privileged mode"
+            strategies = {"key_sweep": sweep}
+        else:
+            brief[0] += "; three wrong keys lock KEY until reset"
+            compact = _compact(ports, go, op, arg, w, ow, opcode, key, priv, cond, key_first=True)[1]
+            strategies = {"exact_key": compact, "key_sweep": sweep}
+        compact = sweep if secret else compact  # the teacher's choice
     return Design(top, ports, body, f"{w}-bit accumulator ALU, {len(ops)} opcodes, keyed privileged mode (generated)",
                   description, {"strong": strong, "medium": medium, "weak": weak, "compact": compact}, params,
-                  brief=brief)
+                  brief=brief, strategies=strategies)
 
 
 # The compact program's random burst (every input random): it runs every opcode outside privileged
@@ -265,10 +301,12 @@ def _val(width: int, value: int) -> str:
     return str(value) if width <= 3 else hexv(width, value)
 
 
-def _compact(ports: list[Port], go: str, op: str, arg: str, w: int, ow: int, opcode: dict[str, int], key: int,
-             priv: list[str], cond: list[str]) -> tuple[list[str], str]:
+def _compact(ports: list[Port], go: str, op: str, arg: str, w: int, ow: int, opcode: dict[str, int], key: int | None,
+             priv: list[str], cond: list[str], key_first: bool = False) -> tuple[list[str], str]:
     """The compact spec and the compact program: one random burst, then per fact a few opcode
-    lines using the fact's values, then a reset. Draws nothing from rng."""
+    lines using the fact's values, then a reset. Draws nothing from rng. key=None: the key sweep,
+    SWEEP cycles of KEY on random operands in place of the key (and of as much of the burst).
+    key_first: the targeted lines come before the burst (designs that lock KEY after wrong keys)."""
     ones, half = (1 << w) - 1, 1 << (w - 1)
 
     def o(name: str) -> str:
@@ -279,14 +317,19 @@ def _compact(ports: list[Port], go: str, op: str, arg: str, w: int, ow: int, opc
 
     others = [o(name) for name in priv[1:]]
     conds = [c for c in COND_ORDER if c in cond]
-    brief = [f"{o('KEY')} with {a(key)} enters privileged mode",
+    brief = [f"{o('KEY')} with {a(key)} enters privileged mode" if key is not None else "",
              f"privileged, e.g. on {a(ones)}: " + "".join(f"{x}, " for x in others) + f"{o('SAVE')} saves acc",
              f"{o('LOAD')} loads in2, {o('ADD')} adds it; {a(half)} twice wraps to 0",
              *(COND_FACT[c].format(o=o(c)) for c in conds)]
 
     s = Stim(ports, comments=False)
-    s.burst(BURST)
-    s.step(1, **{go: 1, op: opcode["KEY"], arg: key})
+    if key is None:  # the sweep (staged designs): KEY on random operands instead of most of the burst
+        s.burst(BURST - SWEEP)
+        s.step(SWEEP, **{go: 1, op: opcode["KEY"], arg: None})
+    else:
+        if not key_first:
+            s.burst(BURST)
+        s.step(1, **{go: 1, op: opcode["KEY"], arg: key})
     # Twice each on all ones: MAXU takes the larger operand once, then finds acc as large.
     for name in priv[1:]:
         s.step(2, **{op: opcode[name], arg: ones})
@@ -299,5 +342,7 @@ def _compact(ports: list[Port], go: str, op: str, arg: str, w: int, ow: int, opc
     for name in conds:
         if name != "CMP":
             s.step(1, **{op: opcode[name]})
+    if key_first:  # the burst after the key: its random wrong keys would lock KEY first
+        s.burst(BURST)
     finish_with_reset(s, **{go: 0})
     return brief, s.text()
