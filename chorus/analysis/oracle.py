@@ -192,24 +192,17 @@ def versus_best(consolidated: np.ndarray, oracle: dict, metric: str = "pass_at_1
     low), so up to noise the true ratio lies between the two; no interval is put on the ratio (a
     bootstrap that keeps only resamples with headroom would be conditioned on its own draws)."""
     cons = np.asarray(consolidated, dtype=float)
-    runs = oracle["singles"][metric]
-    means = runs.mean(axis=0)
-    nan = float("nan")
-    if np.isnan(means).any() or np.isnan(cons).any():
-        return {"delta": nan, "delta_ci": (nan, nan), "recovery": (nan, nan)}
-    diff = cons - runs[:, int(np.argmax(means))]
-    delta = float(diff.mean())
-    recovery = (nan, nan)
-    if oracle[f"claimed_{metric}"]:
+    h = _headroom(cons, oracle["singles"][metric], dict(n_boot=n_boot, alpha=alpha, seed=seed))
+    recovery = (float("nan"), float("nan"))
+    if h["best"] is not None and oracle[f"claimed_{metric}"]:
         recovery = tuple(gap_recovery(float(cons.mean()), oracle[f"best_single_{metric}"], oracle[key])
                          for key in (f"in_sample_{metric}", metric))
-    return {"delta": delta, "delta_ci": bootstrap_mean_ci(diff, n_boot=n_boot, alpha=alpha, seed=seed),
-            "recovery": recovery}
+    return {"delta": h["headroom"], "delta_ci": h["ci"], "recovery": recovery}
 
 
 def _headroom(oracle_per_task: np.ndarray, singles: np.ndarray, ci: dict) -> dict:
-    """Oracle minus the best single run (by mean, kept fixed), its bootstrap interval over tasks, and
-    the claim: the interval's lower end above 0."""
+    """Oracle (or any per-task values) minus the best single run (by mean, kept fixed), its bootstrap
+    interval over tasks, and the claim: the interval's lower end above 0."""
     means = singles.mean(axis=0)
     nan = float("nan")
     if np.isnan(oracle_per_task).any() or np.isnan(means).any():

@@ -17,7 +17,7 @@ as far as two levels can.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -181,9 +181,11 @@ def design_from_runs(table: pd.DataFrame, runs: list[str], min_rate: float = 0.5
 def resolve_design(given: dict, table: pd.DataFrame | None = None, runs: list[str] | None = None) -> Design:
     """A design from settings (tasks, samples, levels, hi, lo; None = unset), the unset ones read
     from real runs where a table and runs are given, else the defaults (hi, lo) or an error."""
-    base = design_from_runs(table, runs) if table is not None and runs else None
-    pick = {k: given.get(k) if given.get(k) is not None else getattr(base, "n_tasks" if k == "tasks" else k, None)
-            if base is not None else given.get(k) for k in ("tasks", "samples", "levels", "hi", "lo")}
+    pick = {k: given.get(k) for k in ("tasks", "samples", "levels", "hi", "lo")}
+    if table is not None and runs:
+        base = design_from_runs(table, runs)
+        read = {"tasks": base.n_tasks, "samples": base.samples, "levels": base.levels, "hi": base.hi, "lo": base.lo}
+        pick = {k: read[k] if v is None else v for k, v in pick.items()}
     missing = [k for k in ("tasks", "samples", "levels") if pick[k] is None]
     if missing:
         raise ValueError(f"the design needs {', '.join('design.' + m for m in missing)}, or runs= to read them from")

@@ -59,15 +59,14 @@ def detectable_headroom(t, experts: list[str], sims: int, seed: int = 0) -> dict
 PREMISE_POINTS = 5.0  # the paper's experts lie within this many Pass@1 points of the best
 
 
-def premise(experts) -> tuple[bool, str]:
+def premise(experts) -> str:
     """Whether every expert is within PREMISE_POINTS of the best on Pass@1 (the paper's premise:
-    experts alike on average), and a sentence saying so."""
+    experts alike on average), as a sentence."""
     gap = 100 * (experts["pass_at_1"].max() - experts["pass_at_1"].min())
     if gap <= PREMISE_POINTS:
-        return True, (f"Premise met: every expert is within {PREMISE_POINTS:g} Pass@1 points of the best "
-                      f"(spread {gap:.1f}).")
-    return False, (f"Premise not met: the experts' Pass@1 spans {gap:.1f} points (more than {PREMISE_POINTS:g}), "
-                   "so these are not experts that score alike, and what follows is not a test of CHORUS's claim.")
+        return f"Premise met: every expert is within {PREMISE_POINTS:g} Pass@1 points of the best (spread {gap:.1f})."
+    return (f"Premise not met: the experts' Pass@1 spans {gap:.1f} points (more than {PREMISE_POINTS:g}), "
+            "so these are not experts that score alike, and what follows is not a test of CHORUS's claim.")
 
 
 def _findings(table, routing, mde: dict | None = None) -> list[str]:
@@ -91,7 +90,7 @@ def _findings(table, routing, mde: dict | None = None) -> list[str]:
     oracle_p = "undefined" if oracle["pass_at_1"] != oracle["pass_at_1"] else f"{100 * oracle['pass_at_1']:.1f} %"
     oracle_c = "undefined" if oracle["mean_coverage"] != oracle["mean_coverage"] else f"{oracle['mean_coverage']:.1f} %"
     claimed = bool(oracle.get("claimed")) or bool(oracle.get("claimed_coverage"))
-    lines = [premise(experts)[1],
+    lines = [premise(experts),
              f"Experts: Pass@1 {100 * experts['pass_at_1'].min():.1f}-{100 * best_p:.1f} %, mean coverage "
              f"{experts['mean_coverage'].min():.1f}-{best_c:.1f} %. Cross-fitted oracle union: Pass@1 {oracle_p}, "
              f"coverage {oracle_c} (in-sample, which counts noise as headroom: "

@@ -45,9 +45,6 @@ def _check_size(size: str) -> dict:
 def default_corpus(extra_texts: list[str] | None = None) -> list[str]:
     """Spec, RTL and reference testbench of every bundled task, then spec, brief, RTL and stimulus
     (vectors and body) of the default generated tasks, in a fixed order; then extra_texts."""
-    from ..stimulus.formats import render
-    from ..stimulus.aliases import alias_map
-    from ..stimulus.program import parse_vectors
     from ..tasks import load_bundled
     from ..tasks.generated import generate_tasks
 
@@ -58,14 +55,22 @@ def default_corpus(extra_texts: list[str] | None = None) -> list[str]:
         if task.reference_tb:
             texts.append(task.reference_tb)
     for task in generate_tasks(seed=0, per_family=8, difficulty="medium"):
-        texts.append(task.spec)
-        texts.append(task.brief)  # prompts carry the brief when the spec does not fit
-        texts.extend(task.rtl[name] for name in sorted(task.rtl))
-        for grade in ("strong", "medium", "compact"):
-            vectors = task.meta["programs"][grade]
-            texts.append(vectors)
-            texts.append(render("body", task, parse_vectors(vectors, alias_map(task))))
+        texts += design_texts(task, [task.meta["programs"][g] for g in ("strong", "medium", "compact")])
     return texts + list(extra_texts or [])
+
+
+def design_texts(task, programs: list[str]) -> list[str]:
+    """A generated design's spec, brief (prompts carry it when the spec does not fit) and RTL, then
+    each of `programs` (vectors text) as it is and as body statements."""
+    from ..stimulus.aliases import alias_map
+    from ..stimulus.formats import render
+    from ..stimulus.program import parse_vectors
+
+    amap = alias_map(task)
+    texts = [task.spec, task.brief, *(task.rtl[name] for name in sorted(task.rtl))]
+    for vectors in programs:
+        texts += [vectors, render("body", task, parse_vectors(vectors, amap))]
+    return texts
 
 
 def corpus_hash(corpus: list[str]) -> str:
@@ -97,21 +102,13 @@ def world_corpus(seed: int = 0, per_family: int = 48) -> list[str]:
     """What the staged world's base model is pretrained on: spec, brief, RTL and every stimulus program
     (each grade and each strategy, as vectors and as body statements) of the *training* designs of
     the mixed world (tasks.difficulty=mixed), in a fixed order. Validation and test designs stay out."""
-    from ..stimulus.aliases import alias_map
-    from ..stimulus.formats import render
-    from ..stimulus.program import parse_vectors
     from ..tasks.generated import MIXED, generate_tasks
 
     texts: list[str] = []
     for task in generate_tasks(seed=seed, per_family=per_family, difficulty=MIXED):
-        if task.split != "train":
-            continue
-        amap = alias_map(task)
-        texts += [task.spec, task.brief, *(task.rtl[name] for name in sorted(task.rtl))]
-        programs = {**task.meta["programs"], **task.meta.get("strategies", {})}
-        for name in sorted(programs):
-            texts.append(programs[name])
-            texts.append(render("body", task, parse_vectors(programs[name], amap)))
+        if task.split == "train":
+            programs = {**task.meta["programs"], **task.meta.get("strategies", {})}
+            texts += design_texts(task, [programs[name] for name in sorted(programs)])
     return texts
 
 

@@ -117,8 +117,7 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
                 proc.wait()
             # A command that ends between two polls is measured once more: the total holds however
             # fast it wrote, not only while the watcher happened to look.
-            if disk_quota is not None and not over_disk.is_set() and \
-                    sum(_tree_bytes(d) for d in disk_quota[1]) > disk_quota[0] << 20:
+            if disk_quota is not None and not over_disk.is_set() and _over_quota(disk_quota[1], disk_quota[0] << 20):
                 over_disk.set()
         report = _read_report(report_r) if report_r is not None else ""
     finally:
@@ -158,10 +157,14 @@ def _watch_stall(path: Path, limit_s: float, pid: int, fired: threading.Event, d
 
 def _watch_disk(dirs: tuple[Path, ...], limit: int, pid: int, over: threading.Event, done: threading.Event) -> None:
     while not done.wait(DISK_POLL_S):
-        if sum(_tree_bytes(d) for d in dirs) > limit:
+        if _over_quota(dirs, limit):
             over.set()
             _killpg(pid)
             return
+
+
+def _over_quota(dirs: tuple[Path, ...], limit: int) -> bool:
+    return sum(_tree_bytes(d) for d in dirs) > limit
 
 
 def _tree_bytes(root: Path) -> int:
