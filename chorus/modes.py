@@ -71,6 +71,7 @@ class Difficulty(Choice):
     easy = enum.auto()
     medium = enum.auto()
     hard = enum.auto()
+    mixed = enum.auto()  # the staged world: design k at easy/medium/hard in turn, strategies per design
 
 
 class Split(Choice):
