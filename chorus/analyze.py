@@ -1,10 +1,12 @@
 """python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project]
 python -m chorus.analyze power=true [design.tasks=150 design.samples=16 design.levels='[0.2,0.36,0.26]'] [runs=...]
+python -m chorus.analyze study='[runs/pipeline/staged/seed0,runs/pipeline/staged/seed1,...]'
 
 Loads the per-task tables of every run the glob finds (or a W&B project's runs), prints the
 CHORUS-style table as markdown and writes table.md, table.csv and the PNG plots into `out`.
 power=true prints the minimum detectable oracle headroom of a design instead (settings not given
-are read from the runs' experts).
+are read from the runs' experts). study=[...] prints the staged study's pre-registered verdict
+(README) over its seeds' runs_dirs, each made by pipeline=staged_controls.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ def main(cfg: DictConfig) -> None:
     c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     if c["power"]:
         return power(c)
+    if c["study"]:
+        return study(c)
     out = Path(c["out"] or HydraConfig.get().runtime.output_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=FutureWarning)
@@ -54,6 +58,19 @@ def main(cfg: DictConfig) -> None:
     if result["random_deltas"]:
         print(f"\nEach run against uniform random stimulus (paired bootstrap over tasks):\n\n{result['random_deltas']}")
     print(f"\n{len(runs.runs)} runs, {int(result['table']['n_tasks'].iloc[0])} common tasks -> {out}")
+
+
+def study(c: dict) -> None:
+    """study=[dir,...]: the staged study's pre-registered verdict over its seeds' runs_dirs."""
+    from .analysis.controls import seed_summary, verdict, verdict_markdown
+
+    try:
+        summaries = [seed_summary(d, c["bootstrap"], c["alpha"], c["seed"]) for d in c["study"]]
+        v = verdict(summaries, c["bootstrap"], c["alpha"], c["seed"])
+    except (ValueError, OSError) as exc:
+        print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    print(verdict_markdown(v, summaries))
 
 
 def power(c: dict) -> None:

@@ -329,6 +329,9 @@ class AnalyzeConf:
     seed: int = 0
     power: bool = False  # print the minimum detectable headroom of `design` instead of the table
     design: DesignConf = field(default_factory=DesignConf)
+    # the staged study's pre-registered verdict over these runs_dirs (one per seed, each with the
+    # controls.json of pipeline=staged_controls) instead of the table
+    study: Optional[List[str]] = None
 
 
 @dataclass
@@ -347,6 +350,20 @@ class SubmititConf:
 
 
 @dataclass
+class ControlsConf:
+    """pipeline.controls (issue 27): controls planned beside the pipeline's own steps, in its runs_dir,
+    reported in CONTROLS.md. Empty: none."""
+    # negative control: this SFT stage's expert and same_stage_runs - 1 more DAPO runs from the same SFT
+    # checkpoint, their RL seeds seed + 1000 i: what RL-seed diversity alone gives
+    same_stage: Optional[str] = None
+    same_stage_runs: int = 3
+    # positive control: one fine-tune of the base per family group (stage 0's settings, only that
+    # group's designs), each made a DAPO expert and the experts consolidated by OPD (`opd` overrides)
+    families: List[List[str]] = field(default_factory=list)
+    opd: List[str] = field(default_factory=list)
+
+
+@dataclass
 class PipelinePresetConf:
     name: str = "tiny"
     train: List[str] = field(default_factory=list)  # settings for the pipeline's chorus.train jobs that read them
@@ -355,6 +372,7 @@ class PipelinePresetConf:
     merges: List[str] = field(default_factory=lambda: ["soup", "ties", "della"])
     merge: List[str] = field(default_factory=list)  # extra overrides for every merge job
     opd: List[str] = field(default_factory=list)  # extra overrides for the OPD job
+    controls: ControlsConf = field(default_factory=ControlsConf)
     k: int = 2  # pass@k column of the report
     bootstrap: int = 1000
     launcher: Launcher = Launcher.local  # how steps start: local subprocesses, or submitit jobs (SLURM)

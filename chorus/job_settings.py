@@ -46,7 +46,7 @@ UNUSED_HINTS = {
 # Jobs that load models in float32 whatever model.dtype says: SFT keeps fp32 masters, and SFT stages and
 # merges are evaluated as a trained expert is (float32 weights, trainer.precision autocasting the
 # compute on the trainer's device), so every row of a table compares: the model group without dtype.
-MODEL_BUT_DTYPE = ("model.name", "model.path", "model.size", "model.seed", "model.device",
+MODEL_BUT_DTYPE = ("model.name", "model.path", "model.size", "model.seed", "model.pretrain_steps", "model.device",
                    "model.attn_implementation")
 FLOAT32 = [k for k in COMMON if k != "model"] + list(MODEL_BUT_DTYPE)
 

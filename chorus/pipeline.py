@@ -61,9 +61,26 @@ def plan(c: dict) -> list:
         if ignored:
             raise ValueError(f"step {name}: {job_label(job, job_cfg)} does not use {ignored[0]}; remove it from the preset")
         out, record = job_run_dir(job_cfg, job)
+        owns[name] = own
         return Step(name, "chorus.train", overrides, out, after, identity=record["identity"])
 
     steps: dict[str, Step] = {}
+    owns: dict[str, list[str]] = {}  # each step's own overrides (without the shared ones)
+
+    def consolidation_step(name: str, method: str, extra: list[str], experts: dict, tag: str = "") -> Step:
+        """method over `experts` (teacher name -> its step), the pool's teachers pointed at their planned
+        checkpoints in order (and renamed where the names differ from the pool's)."""
+        own = [f"consolidation={method}", *extra, *([f"run_tag={tag}"] if tag else [])]
+        pool = compose_step(name, base + shared + own)["teacher_pool"]["teachers"]
+        if len(pool) != len(experts):
+            raise ValueError(f"step {name}: teacher_pool has {len(pool)} teachers for {len(experts)} experts")
+        for i, (teacher, (expert, source)) in enumerate(zip(pool, experts.items())):
+            own.append(f"teacher_pool.teachers.{i}.checkpoint={source.run_dir / 'hf'}")
+            if teacher["name"] != expert:
+                own.append(f"teacher_pool.teachers.{i}.name={expert}")
+        if method != "soup":
+            own.append(f"teacher_pool.base={checkpoint_of('stage0')}")
+        return step(name, own, [e.name for e in experts.values()])
 
     def checkpoint_of(stage: str) -> str:  # what a stage hands on: the real checkpoint, else its planned dir
         return ext.get(stage) or str(steps[f"sft/{stage}"].run_dir / "hf")
@@ -80,23 +97,55 @@ def plan(c: dict) -> list:
     for stage in STAGES:
         steps[f"rl/{stage}"] = step(f"rl/{stage}", ["job=rl", f"sft_stage={stage}", *p["rl"],
                                                     f"sft_stage.checkpoint={checkpoint_of(stage)}"], [f"sft/{stage}"])
-    experts = [f"rl/{s}" for s in STAGES]
+    experts = {s: steps[f"rl/{s}"] for s in STAGES}
     for method, extra in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
-        name = f"consolidation/{method}"
-        own = [f"consolidation={method}", *extra]
-        pool = compose_step(name, base + shared + own)["teacher_pool"]
-        for i, teacher in enumerate(pool["teachers"]):
-            if teacher["name"] in STAGES:
-                expert = steps["rl/" + teacher["name"]].run_dir / "hf"
-                own.append(f"teacher_pool.teachers.{i}.checkpoint={expert}")
-        if method != "soup":
-            own.append(f"teacher_pool.base={checkpoint_of('stage0')}")
-        steps[name] = step(name, own, experts)
+        steps[f"consolidation/{method}"] = consolidation_step(f"consolidation/{method}", method, extra, experts)
+    if p["controls"]["families"] and "stage0" in ext:
+        raise ValueError("pipeline.controls.families fine-tunes the base as stage 0 does; it cannot run with "
+                         "checkpoints.stage0 (an external stage 0)")
+    for s in control_steps(p["controls"], p["opd"], c["seed"], step, consolidation_step, steps, owns):
+        steps[s.name] = s
     steps["baseline/random"] = random_baseline(steps["rl/stage0"], compose_step, c["runs_dir"], c["seed"])
     unread = [o for o in shared if o not in reached]
     if unread:
         raise ValueError(f"no step of the pipeline reads {unread[0]}; remove it from extra (or the preset's train)")
     return list(steps.values())
+
+
+def control_steps(ctl: dict, opd: list[str], seed: int, step, consolidation_step, steps: dict, owns: dict) -> list:
+    """The study's controls (pipeline.controls), planned from the pipeline's own steps. Negative: the
+    same_stage expert again with other RL seeds (seed + 1000 i), from the same SFT checkpoint (its
+    first run is the pipeline's own expert). Positive: per family group a fine-tune of the base with
+    stage 0's settings on that group's designs only, each made an expert by the same DAPO procedure,
+    the experts consolidated by OPD (the pipeline's OPD settings, then controls.opd). Step names start
+    with control/."""
+    out = []
+    if ctl["same_stage"]:
+        stage = ctl["same_stage"]
+        if stage not in STAGES:
+            raise ValueError(f"pipeline.controls.same_stage={stage} is not a stage; use one of {list(STAGES)}")
+        if ctl["same_stage_runs"] < 2:
+            raise ValueError("pipeline.controls.same_stage_runs must be >= 2 (the stage's expert and another RL seed)")
+        expert = steps[f"rl/{stage}"]
+        for i in range(1, ctl["same_stage_runs"]):
+            out.append(step(f"control/same/{stage}-rl{i}", [*owns[expert.name], f"seed={seed + 1000 * i}",
+                                                            f"run_tag=same{i}"], expert.after))
+    groups = ctl["families"]
+    if groups:
+        flat = [f for g in groups for f in g]
+        if len(groups) < 2 or len(set(flat)) != len(flat) or not all(groups):
+            raise ValueError(f"pipeline.controls.families={groups} must be >= 2 disjoint, non-empty family groups")
+        experts = {}
+        for i, group in enumerate(groups):
+            own = [o for o in owns["sft/stage0"] if not o.startswith("sft_stage.tasks.families=")]
+            sft = step(f"control/families/sft{i}", [*own, f"sft_stage.tasks.families=[{','.join(group)}]",
+                                                   f"run_tag=fam{i}"], [])
+            ckpt = [o for o in owns["rl/stage0"] if not o.startswith("sft_stage.checkpoint=")]
+            experts[f"fam{i}"] = step(f"control/families/rl{i}", [*ckpt, f"sft_stage.checkpoint={sft.run_dir / 'hf'}",
+                                                                f"run_tag=fam{i}"], [sft.name])
+            out += [sft, experts[f"fam{i}"]]
+        out.append(consolidation_step("control/families/opd", "opd", [*opd, *ctl["opd"]], experts, tag="families"))
+    return out
 
 
 def random_baseline(expert, compose_step, runs_dir: str, seed: int):
@@ -122,6 +171,29 @@ def random_baseline(expert, compose_step, runs_dir: str, seed: int):
 def _value(v) -> str:
     """A composed value as a Hydra override's value (lists as [a,b])."""
     return "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
+
+
+def write_controls(steps: list, runs_dir: Path, seed: int, n_boot: int) -> str:
+    """controls.json (each expert set's run dirs) and CONTROLS.md for a plan with pipeline.controls."""
+    import json
+
+    from .analysis.controls import CONTROLS_FILE, controls_markdown, seed_summary
+
+    by = {s.name: str(s.run_dir) for s in steps}
+    sets = {"staged": [by[f"rl/{s}"] for s in STAGES],
+            "same_stage": [by[n] for n in by if n.startswith("control/same/")],
+            "families": [by[n] for n in by if n.startswith("control/families/rl")]}
+    if sets["same_stage"]:
+        stage = next(n for n in by if n.startswith("control/same/")).split("/")[2].split("-rl")[0]
+        sets["same_stage"].insert(0, by[f"rl/{stage}"])
+    sets = {k: v for k, v in sets.items() if v}
+    if "control/families/opd" in by:
+        sets["families_opd"] = by["control/families/opd"]
+    (runs_dir / CONTROLS_FILE).write_text(json.dumps(sets, indent=1))
+    body = controls_markdown(seed_summary(runs_dir, n_boot=n_boot, seed=seed))
+    path = runs_dir / "CONTROLS.md"
+    path.write_text(f"# CHORUS controls, seed {seed}\n\n{body}\n")
+    return f"{body}\n-> {path}"
 
 
 def prepare(steps: list) -> None:
@@ -150,10 +222,14 @@ def main(cfg: DictConfig) -> None:
         prepare(steps)
         records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])},
                             launcher=launcher)
-        # the report covers exactly this plan's runs, whatever else runs_dir holds
-        report = write_report([s.run_dir for s in steps], runs_dir, records,
+        # the report covers exactly this plan's runs, whatever else runs_dir holds; the controls have their own
+        main_steps = [s for s in steps if not s.name.startswith("control/")]
+        report = write_report([s.run_dir for s in main_steps], runs_dir,
+                              [r for r in records if not r["name"].startswith("control/")],
                               title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",
                               k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"])
+        if len(main_steps) < len(steps):
+            print(write_controls(steps, runs_dir, c["seed"], c["pipeline"]["bootstrap"]))
     except (ValueError, OSError, StepFailed) as exc:
         print(f"chorus.pipeline: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

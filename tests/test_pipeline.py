@@ -187,3 +187,59 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     table = report.split("## The CHORUS table")[1].split("\n## ")[0]
     assert len(re.findall(r"^\| opd/three_experts ", table, flags=re.M)) == 1  # not two OPD runs side by side
     assert str(new_opd) in report and str(first_opd) not in report
+
+    # the controls beside the same plan: only they run; REPORT.md keeps to the plan's own runs
+    controls = ["pipeline.controls.same_stage=stage0", "pipeline.controls.same_stage_runs=2",
+                "pipeline.controls.families=[[counter],[alu]]",
+                "pipeline.controls.opd=[teacher_pool=two_experts,consolidation.margin=0.5]"]
+    ctl = subprocess.run(cmd + controls, capture_output=True, text=True, timeout=900, env=env)
+    assert ctl.returncode == 0, ctl.stderr[-3000:]
+    assert "6 steps run, 11 skipped (done)" in ctl.stdout
+    sets = json.loads((tmp_path / "controls.json").read_text())
+    assert sets["staged"] == [s["run_dir"] for s in steps if s["name"].startswith("rl/")]
+    assert sets["same_stage"][0] == sets["staged"][0] and len(sets["same_stage"]) == 2
+    assert len(sets["families"]) == 2 and "opd/two_experts-families-" in sets["families_opd"]
+    text = (tmp_path / "CONTROLS.md").read_text()  # one sample per task: no headroom, and it says why
+    assert "staged: headroom undefined: " in text and "at least 2 samples per task" in text
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "Positive control" not in text and "same1" not in report and "fam0" not in report
+
+
+def test_the_controls_reuse_the_pipelines_own_steps_and_vary_only_what_they_control(tmp_path):
+    _, main = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=staged", "seed=2")
+    c, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=staged_controls", "seed=2")
+    by = {s.name: s for s in steps}
+    # every SFT job fine-tunes the one pretrained base (a setting the SFT jobs once dropped)
+    assert all("model.pretrain_steps=600" in by[n].overrides for n in ("sft/stage0", "control/families/sft1"))
+    # every step of pipeline=staged is planned with the same dir (so a finished staged run is reused)
+    assert {s.name: s.run_dir for s in main} == {n: by[n].run_dir for n in (s.name for s in main)}
+    same = [by["control/same/stage2-rl1"], by["control/same/stage2-rl2"]]
+    expert = by["rl/stage2"]
+    for i, s in enumerate(same, 1):  # the stage-2 expert's job, another RL seed, nothing else changed
+        assert s.after == expert.after == ["sft/stage2"]
+        assert s.overrides[-2:] == [f"seed={2 + 1000 * i}", f"run_tag=same{i}"]
+        assert [o for o in s.overrides[:-2] if o != "seed=2"] == [o for o in expert.overrides if o != "seed=2"]
+    assert len({expert.run_dir, *(s.run_dir for s in same)}) == 3
+    groups = [["counter", "shift_lfsr"], ["fsm", "mux_cmp"], ["alu"]]
+    assert c["pipeline"]["controls"]["families"] == groups
+    for i, group in enumerate(groups):
+        sft, rl = by[f"control/families/sft{i}"], by[f"control/families/rl{i}"]
+        assert f"sft_stage.tasks.families=[{','.join(group)}]" in sft.overrides and sft.after == []
+        assert not any(o.startswith("sft_stage.init") for o in sft.overrides)  # from the base, as stage 0
+        assert set(by["sft/stage0"].overrides) < set(sft.overrides)
+        assert f"sft_stage.checkpoint={sft.run_dir / 'hf'}" in rl.overrides and rl.after == [sft.name]
+        assert f"teacher_pool.teachers.{i}.checkpoint={rl.run_dir / 'hf'}" in by["control/families/opd"].overrides
+        assert f"teacher_pool.teachers.{i}.name=fam{i}" in by["control/families/opd"].overrides
+    opd = by["control/families/opd"]
+    assert "consolidation.student=soup" in opd.overrides and opd.run_dir != by["consolidation/opd"].run_dir
+    assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2"]
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("pipeline.controls.same_stage=stage7", "is not a stage"),
+    ("pipeline.controls.same_stage_runs=1", "must be >= 2"),
+    ("pipeline.controls.families=[[counter,fsm],[fsm]]", "disjoint"),
+])
+def test_bad_controls_are_refused_before_anything_runs(tmp_path, setting, message):
+    with pytest.raises(ValueError, match=message):
+        pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=staged_controls", setting)
