@@ -62,7 +62,8 @@ def plan(c: dict) -> list:
             raise ValueError(f"step {name}: {job_label(job, job_cfg)} does not use {ignored[0]}; remove it from the preset")
         out, record = job_run_dir(job_cfg, job)
         owns[name] = own
-        return Step(name, "chorus.train", overrides, out, after, identity=record["identity"])
+        return Step(name, "chorus.train", overrides, out, after, identity=record["identity"],
+                    changed=record["changed"])
 
     steps: dict[str, Step] = {}
     owns: dict[str, list[str]] = {}  # each step's own overrides (without the shared ones)

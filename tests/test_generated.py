@@ -8,7 +8,7 @@ from chorus.stimulus.program import parse_vectors, random_program, render_vector
 from chorus.tasks import load_tasks
 from chorus.tasks.generated.common import COMPACT_CYCLES, vector_cycles
 from chorus.tasks.generated import DIFFICULTIES, FAMILIES, MIXED, calibrate_targets, generate_task, generate_tasks
-from chorus.tasks.generated import alu, counter, fsm
+from chorus.tasks.generated import alu, counter, fsm, mux_cmp, shift_lfsr
 from chorus.tasks.generated.shift_lfsr import MAXIMAL_TAPS, lfsr_period
 
 
@@ -133,10 +133,7 @@ def test_the_mixed_world_cycles_levels_and_gives_counters_two_strategies():
         k = t.meta["index"]
         assert t.id == f"gen_{t.family}_{k}_s5_mixed" and t.difficulty == DIFFICULTIES[k % 3]
         assert t.split == {3: "test", 2: "validation"}.get(k % 4, "train")
-        if t.family not in ("counter", "fsm", "alu"):
-            assert "strategies" not in t.meta  # families without strategies are built as before
-            continue
-        strategies = t.meta["strategies"]
+        strategies = t.meta["strategies"]  # every family offers strategies in the mixed world
         assert t.meta["programs"]["compact"] in strategies.values()  # the teacher's choice is one of them
         brief = t.brief.split("\n", 1)[1]
         for name, text in strategies.items():
@@ -155,6 +152,18 @@ def test_the_mixed_world_cycles_levels_and_gives_counters_two_strategies():
             assert (f"equal {key} (" in t.spec) != secret and ("secret key" in t.brief) == secret
             assert set(strategies) == ({"key_sweep"} if secret else set(alu.STRATEGIES))
             assert ("key_locked" in t.rtl[f"rtl/{t.top}.sv"]) != secret and not (secret and t.difficulty == "hard")
+        elif t.family == "mux_cmp":
+            secret, magic = t.meta["params"]["secret"], t.meta["params"]["magic"]
+            assert (f"matches when it equals {magic}." in t.spec) != secret and ("key is secret" in t.brief) == secret
+            assert set(strategies) == ({"key_sweep"} if secret else set(mux_cmp.STRATEGIES))
+            assert ("key_locked" in t.rtl[f"rtl/{t.top}.sv"]) != secret and not (secret and t.difficulty == "hard")
+            assert magic < 128 or not secret  # a secret key a sweep can find
+        elif t.family == "shift_lfsr":
+            secret, bits = t.meta["params"]["secret"], t.meta["params"]["pattern_bits"]
+            told = format(t.meta["params"]["pattern"], f"0{bits}b")
+            assert (f"compared with {told}" in t.spec) != secret and ("secret" in t.brief) == secret
+            assert set(strategies) == ({"bit_sweep"} if secret else set(shift_lfsr.STRATEGIES))
+            assert ("pat_locked" in t.rtl[f"rtl/{t.top}.sv"]) != secret and not (secret and bits > 7)
         else:
             secret, code = t.meta["params"]["secret"], t.meta["params"]["sequence"]
             # a secret code is in neither the spec nor the brief, and only the sweep can be written for it
@@ -220,3 +229,21 @@ def test_alu_strategies_reach_different_tasks(sim_cfg):
             assert "exact_key" not in reaches
         seen[tuple(reaches)] = seen.get(tuple(reaches), 0) + 1
     assert seen.get(("exact_key",), 0) >= 8 and seen.get(("key_sweep",), 0) >= 3, seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family, exact, sweep", [("mux_cmp", "exact_key", "key_sweep"),
+                                                  ("shift_lfsr", "exact_pattern", "bit_sweep")])
+def test_key_and_pattern_strategies_reach_different_tasks(sim_cfg, family, exact, sweep):
+    """Simulated: a mux whose key is given (or an LFSR whose pattern is) locks after wrong tries, so the
+    sweep shuts itself out and only the exact strategy, first thing after reset, reaches the target; a
+    secret key or pattern (7 bits at most) can only be swept. The key (pattern) gates the pair flag and
+    the streak (the recovery and the step counter), so neither strategy reaches without it."""
+    tasks = calibrate_targets(generate_tasks(seed=0, per_family=12, difficulty=MIXED, families=[family]),
+                              workers=2, cache_dir=sim_cfg.cache_dir)
+    seen = {}
+    for t in tasks:
+        reaches = t.meta["reaches"]
+        assert reaches == ([sweep] if t.meta["params"]["secret"] else [exact]), (t.id, t.meta["calibration"])
+        seen[tuple(reaches)] = seen.get(tuple(reaches), 0) + 1
+    assert seen.get((exact,), 0) >= 4 and seen.get((sweep,), 0) >= 3, seen

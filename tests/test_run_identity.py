@@ -83,6 +83,14 @@ def test_a_dir_made_with_other_settings_is_refused(tmp_path):
     check_reuse(tmp_path, {"identity": {"job": "rl", "rl.lr": 1e-4}})  # the same run: resume
     with pytest.raises(ValueError, match=r"holds a run made with other settings \(rl.lr: 0.0001 -> 0.001\)"):
         check_reuse(tmp_path, {"identity": {"job": "rl", "rl.lr": 1e-3}})
+    # a setting added to chorus since the run was made: its default is what that run had; another is not
+    added = {"job": "rl", "rl.lr": 1e-4, "model.pretrain_steps": 0}
+    check_reuse(tmp_path, {"identity": added, "changed": {"rl.lr": 1e-4}})
+    with pytest.raises(ValueError, match=r"model.pretrain_steps: None -> 600"):
+        check_reuse(tmp_path, {"identity": {**added, "model.pretrain_steps": 600},
+                               "changed": {"rl.lr": 1e-4, "model.pretrain_steps": 600}})
+    with pytest.raises(ValueError, match=r"model.pretrain_steps: None -> 0"):  # no `changed`: strict
+        check_reuse(tmp_path, {"identity": added})
     (tmp_path / "run.json").unlink()
     (tmp_path / "summary.json").write_text("{}")
     with pytest.raises(ValueError, match="without a run.json"):

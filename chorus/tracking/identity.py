@@ -49,10 +49,15 @@ def identity(job: str, c: dict) -> dict:
     return {"job": job, **dict(sorted(rel.items()))}
 
 
-def differences(planned: dict, recorded: dict) -> list[str]:
-    """`key: recorded -> planned` for every setting that differs (missing on one side = None)."""
+def differences(planned: dict, recorded: dict, changed: dict | None = None) -> list[str]:
+    """`key: recorded -> planned` for every setting that differs (missing on one side = None). With
+    `changed` (the planned run's settings that differ from its groups' defaults), a setting the
+    record lacks and the plan leaves at its default is not a difference: it was added to chorus
+    after that run, whose results it did not shape (e.g. model.pretrain_steps, 0 before it existed)."""
     keys = sorted(set(planned) | set(recorded))
-    return [f"{k}: {recorded.get(k)!r} -> {planned.get(k)!r}" for k in keys if planned.get(k) != recorded.get(k)]
+    added = {k for k in planned if k not in recorded and changed is not None and k not in changed}
+    return [f"{k}: {recorded.get(k)!r} -> {planned.get(k)!r}" for k in keys
+            if planned.get(k) != recorded.get(k) and k not in added]
 
 
 def changed_settings(ident: dict, default: dict) -> dict:
@@ -106,7 +111,7 @@ def check_reuse(out: Path, record: dict) -> None:
             raise ValueError(f"{out} holds results without a {RUN_RECORD} (made before run identities were "
                              "recorded); move it away or set another runs_dir")
         return
-    diff = differences(record["identity"], old.get("identity", {}))
+    diff = differences(record["identity"], old.get("identity", {}), record.get("changed"))
     if diff:
         raise ValueError(f"{out} holds a run made with other settings ({'; '.join(diff[:3])}"
                          f"{'; ...' if len(diff) > 3 else ''}); move it away, or set run_tag= or another runs_dir")

@@ -16,6 +16,7 @@ class Step:
     run_dir: Path
     after: list[str] = field(default_factory=list)
     identity: dict | None = None  # the settings the run dir's run.json must record (None: any results do)
+    changed: dict | None = None  # of those, the ones that differ from the groups' defaults
     # chorus.evaluate writes its results into its Hydra run dir: that dir is then the run dir (named by
     # a hash of the step's overrides, so other settings never reuse it)
     results_in_hydra_dir: bool = False
@@ -33,7 +34,7 @@ class Step:
         recorded = read_record(self.run_dir)
         if recorded is None:
             return "stale", [f"no {RUN_RECORD} (made before run identities were recorded)"]
-        diff = differences(self.identity, recorded.get("identity", {}))
+        diff = differences(self.identity, recorded.get("identity", {}), self.changed)
         return ("stale", diff) if diff else ("done", [])
 
     def done(self) -> bool:
