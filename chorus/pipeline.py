@@ -1,4 +1,4 @@
-"""python -m chorus.pipeline [pipeline=tiny|smoke] [seed=N] [runs_dir=DIR] [jobs=2] [pipeline.launcher=submitit]
+"""python -m chorus.pipeline [pipeline=staged|staged_controls|tiny|smoke] [seed=N] [runs_dir=DIR] [jobs=2] [pipeline.launcher=submitit]
     [checkpoints.stage0=PATH checkpoints.stage1=PATH checkpoints.stage2=PATH] [extra='["trainer=gpu",...]']
 
 CHORUS end to end by chaining the existing jobs: SFT stages 0-2 (`chorus.train job=sft`), a DAPO

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("job, run_dir", [("train", "runs/hydra/train/"), ("evaluate", "runs/evaluate/"),
-                                          ("analyze", "runs/analyze/"), ("pipeline", "runs/pipeline/tiny/seed0/")])
+                                          ("analyze", "runs/analyze/"), ("pipeline", "runs/pipeline/staged/seed0/")])
 def test_each_job_writes_under_runs_and_a_multirun_job_gets_its_own_subdir(job, run_dir):
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

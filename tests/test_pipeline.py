@@ -24,7 +24,7 @@ def pipeline_cfg(*overrides) -> dict:
 
 
 def test_the_plan_chains_stages_experts_and_consolidation(tmp_path):
-    c, steps = pipeline_cfg(f"runs_dir={tmp_path}", "seed=3")
+    c, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=tiny", "seed=3")
     by = {s.name: s for s in steps}
     assert list(by) == ["sft/stage0", "sft/stage1", "sft/stage2", "rl/stage0", "rl/stage1", "rl/stage2",
                         "consolidation/soup", "consolidation/ties", "consolidation/della", "consolidation/opd",
@@ -54,7 +54,8 @@ def test_the_plan_chains_stages_experts_and_consolidation(tmp_path):
 
 
 def test_real_checkpoints_replace_stages_and_extra_reaches_the_jobs_that_read_it(tmp_path):
-    _, steps = pipeline_cfg(f"runs_dir={tmp_path}", "checkpoints.stage0=/ckpt/s0", "checkpoints.stage2=org/model",
+    _, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=tiny", "checkpoints.stage0=/ckpt/s0",
+                            "checkpoints.stage2=org/model",
                             'extra=["trainer=gpu","model.dtype=bfloat16"]')
     by = {s.name: s for s in steps}
     assert "sft_stage.checkpoint=/ckpt/s0" in by["sft/stage0"].overrides
@@ -191,7 +192,7 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     # the controls beside the same plan: only they run; REPORT.md keeps to the plan's own runs
     controls = ["pipeline.controls.same_stage=stage0", "pipeline.controls.same_stage_runs=2",
                 "pipeline.controls.families=[[counter],[alu]]",
-                "pipeline.controls.opd=[teacher_pool=two_experts,consolidation.margin=0.5]"]
+                'pipeline.controls.opd=["teacher_pool=two_experts","consolidation.margin=0.5"]']
     ctl = subprocess.run(cmd + controls, capture_output=True, text=True, timeout=900, env=env)
     assert ctl.returncode == 0, ctl.stderr[-3000:]
     assert "6 steps run, 11 skipped (done)" in ctl.stdout
@@ -203,6 +204,17 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     assert "staged: headroom undefined: " in text and "at least 2 samples per task" in text
     report = (tmp_path / "REPORT.md").read_text()
     assert "Positive control" not in text and "same1" not in report and "fam0" not in report
+
+
+def test_the_default_pipeline_is_the_staged_world(tmp_path):
+    c, steps = pipeline_cfg(f"runs_dir={tmp_path}")
+    assert c["pipeline"]["name"] == "staged" and c["runs_dir"] == f"{tmp_path}"
+    by = {s.name: s for s in steps}
+    assert {"sft_stage.tasks.difficulty=mixed", "sft_stage.strategies=true", "model.pretrain_steps=600"} <= set(
+        by["sft/stage0"].overrides)
+    assert "sft_stage.repair_from=own" in by["sft/stage1"].overrides
+    assert "sft_stage.prioritise_samples=4" in by["sft/stage2"].overrides
+    assert {"tasks.difficulty=mixed", "tasks.per_family=120", "n_samples=16"} <= set(by["baseline/random"].overrides)
 
 
 def test_the_controls_reuse_the_pipelines_own_steps_and_vary_only_what_they_control(tmp_path):
