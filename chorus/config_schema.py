@@ -147,7 +147,9 @@ class SFTStageConf:
     repair_from: RepairSource = RepairSource.reference  # own: repairs start from the starting model's failures
     own_samples: int = 4  # repair_from=own: samples per task drawn from the starting model
     prioritised: bool = False
-    prioritise_samples: int = 1  # prioritised: samples per task the starting model's coverage is averaged over
+    # prioritised: samples per task the starting model's coverage is averaged over (with repair_from=own and
+    # own_samples >= this, the first of the own samples, simulated once for both)
+    prioritise_samples: int = 1
     steps: int = 200
     batch_size: int = 4
     lr: float = 1e-3

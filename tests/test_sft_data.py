@@ -4,7 +4,9 @@ from collections import Counter
 import pytest
 
 from chorus.policy.parsing import parse_completion
-from chorus.sft.data import Example, answer, build_examples, own_repairs, prioritised_sample, task_weights
+from chorus.sft.data import Example, answer, build_examples, own_repairs, prioritised_sample, score_samples, \
+    task_weights
+from chorus.sft.stages import mean_coverage
 from chorus.tasks import load_tasks
 
 
@@ -64,6 +66,14 @@ def test_repairs_from_a_models_own_failures_carry_their_real_feedback(sim_cfg):
         weak.messages[-1]["content"]
     assert "no usable stimulus block" in bad.messages[-1]["content"] and bad.meta["from_coverage"] == 0.0
     assert own_repairs([(task, failing)], [], "vectors", sim_cfg) == []  # no validated answer: nothing to teach
+    # a stage that also prioritises simulates its own samples once and reads both from those scores
+    scored = score_samples([(task, passing), (task, failing), (task, garbled), (task, empty)], "vectors", sim_cfg)
+    again = own_repairs([], examples, "vectors", sim_cfg, min_coverage=None, scored=scored)
+    assert [(r.messages, r.meta) for r in again] == [(r.messages, r.meta) for r in repairs]
+    covs = [row[-1] for row in scored]
+    assert covs[0] >= task.target > covs[1] > 0 and covs[2:] == [0.0, 0.0]
+    assert mean_coverage(scored, 2) == {task.id: pytest.approx((covs[0] + covs[1]) / 2)}  # the first two
+    assert mean_coverage(scored, 9) == {task.id: pytest.approx(sum(covs) / 4)}  # all there are
 
 
 def test_worst_state_weights_favour_low_coverage():

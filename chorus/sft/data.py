@@ -115,28 +115,40 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
     return examples
 
 
+def score_samples(samples: list[tuple[Task, str]], fmt: str, cfg: SimConfig, workers: int | None = None,
+                  executor=None) -> list[tuple]:
+    """Each sampled completion (task, text) parsed and simulated once: (task, text, parsed, result or
+    None when it did not parse, coverage with 0 for anything that did not run)."""
+    parsed = [(t, text, parse_completion(text, fmt)) for t, text in samples]
+    results = iter(evaluate_many([(t, p.code) for t, _, p in parsed if p.code is not None], cfg, workers,
+                                 fn=functools.partial(score, fmt, options={}), executor=executor))
+    out = []
+    for t, text, p in parsed:
+        r = next(results) if p.code is not None else None
+        out.append((t, text, p, r, r.overall if r is not None and r.status == "ok" and r.overall is not None else 0.0))
+    return out
+
+
 def own_repairs(samples: list[tuple[Task, str]], examples: list[Example], fmt: str, cfg: SimConfig,
                 min_coverage: float | None = 80.0, workers: int | None = None,
-                prompt: Callable[[Task], list[dict]] | None = None, executor=None) -> list[Example]:
+                prompt: Callable[[Task], list[dict]] | None = None, executor=None,
+                scored: list[tuple] | None = None) -> list[Example]:
     """Repair pairs from a model's own answers (LLM4Cov's stage-1 data): each sampled completion
     (task, text) that fails (unparsable, not simulated, or below min_coverage, or the task's target
     when None) with the real feedback of its own simulation, followed by the task's best validated
-    answer among `examples`. Tasks without a validated answer give none."""
+    answer among `examples`. Tasks without a validated answer give none. `scored`: the samples'
+    score_samples() already (then `samples` is not read)."""
     prompt = prompt or (lambda t: messages(t, fmt))
     best: dict[str, Example] = {}
     for e in examples:
         if e.kind == "validated" and (e.task_id not in best or e.coverage > best[e.task_id].coverage):
             best[e.task_id] = e
-    todo = [(t, text, parse_completion(text, fmt)) for t, text in samples if t.id in best]
-    scored = [(t, p.code) for t, _, p in todo if p.code is not None]
-    results = iter(evaluate_many(scored, cfg, workers, fn=functools.partial(score, fmt, options={}),
-                                 executor=executor))
+    if scored is None:
+        scored = score_samples([(t, text) for t, text in samples if t.id in best], fmt, cfg, workers, executor)
     out = []
-    for t, text, parsed in todo:
-        r = next(results) if parsed.code is not None else None
-        cov = r.overall if r is not None and r.status == "ok" and r.overall is not None else 0.0
-        if cov >= (t.target if min_coverage is None else min_coverage):
-            continue  # it passed: nothing to repair
+    for t, text, parsed, r, cov in scored:
+        if t.id not in best or cov >= (t.target if min_coverage is None else min_coverage):
+            continue  # nothing to teach, or it passed: nothing to repair
         note = feedback_message(parsed, r, fmt, t.target)
         convo = prompt(t) + [{"role": "assistant", "content": text}, {"role": "user", "content": note}]
         good = best[t.id]

@@ -17,7 +17,7 @@ from ..tracking.identity import variants
 from ..tracking.timing import add_seconds
 from ..policy.prompts import fit_messages
 from ..tasks import load_tasks
-from .data import build_examples, own_repairs, prioritised_sample, task_weights
+from .data import build_examples, own_repairs, prioritised_sample, score_samples, task_weights
 from .run import train_sft
 
 STAGES = ("stage0", "stage1", "stage2")
@@ -86,6 +86,16 @@ def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext, dev
     return {t: sum(v) / len(v) for t, v in sums.items()}
 
 
+def mean_coverage(scored: list[tuple], per_task: int) -> dict[str, float]:
+    """Each task's mean coverage over its first `per_task` scored samples (score_samples' rows): the
+    worst-state signal from samples a stage already drew for its repairs, instead of drawing more."""
+    covs: dict[str, list[float]] = {}
+    for t, *_, cov in scored:
+        if len(covs.setdefault(t.id, [])) < per_task:
+            covs[t.id].append(cov)
+    return {t: sum(v) / len(v) for t, v in covs.items()}
+
+
 def sample_answers(init: str, tasks, stage: SFTStageConf, ctx: JobContext, device="cpu") -> list[tuple]:
     """stage.own_samples completions of the starting model per task (the prompts it trains on, the
     stage's max_new_tokens, the sampler's defaults): (task, text) pairs."""
@@ -138,15 +148,19 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
                               workers=ctx.workers, executor=ctx.executor, on_progress=ctx.progress.callback("sft data"),
                               prompt=fit)
     add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)  # the answers are scored by simulation
+    coverage = None
     if own:  # repairs start from the starting model's own failed samples, with their real feedback
         samples = sample_answers(init, tasks, stage, ctx, device=eval_device(trainer))
         t0 = time.monotonic()
-        examples += own_repairs(samples, examples, ctx.fmt, ctx.sim, stage.min_coverage, workers=ctx.workers,
-                                prompt=fit, executor=ctx.executor)
+        scored = score_samples(samples, ctx.fmt, ctx.sim, ctx.workers, ctx.executor)
+        examples += own_repairs(samples, examples, ctx.fmt, ctx.sim, stage.min_coverage, prompt=fit, scored=scored)
         add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)
+        if stage.own_samples >= stage.prioritise_samples:  # the same draws give the worst-state signal
+            coverage = mean_coverage(scored, stage.prioritise_samples)
     examples = [e for e in examples if e.kind in stage.kinds]
     if stage.prioritised:
-        weights = task_weights(current_coverage(init, tasks, stage, ctx, device=eval_device(trainer)))
+        coverage = coverage or current_coverage(init, tasks, stage, ctx, device=eval_device(trainer))
+        weights = task_weights(coverage)
         examples = prioritised_sample(examples, weights, k=stage.steps * stage.batch_size, seed=ctx.seed)
     t0 = time.monotonic()
     result = train_sft(init, examples, out, steps=stage.steps, batch_size=stage.batch_size, lr=stage.lr,
