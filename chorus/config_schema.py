@@ -354,7 +354,7 @@ class SubmititConf:
 @dataclass
 class ControlsConf:
     """pipeline.controls (issue 27): controls planned beside the pipeline's own steps, in its runs_dir,
-    reported in CONTROLS.md. Empty: none."""
+    reported in REPORT.md's Controls section. Empty: none."""
     # negative control: this SFT stage's expert and same_stage_runs - 1 more DAPO runs from the same SFT
     # checkpoint, their RL seeds seed + 1000 i: what RL-seed diversity alone gives
     same_stage: Optional[str] = None

@@ -175,7 +175,8 @@ def _value(v) -> str:
 
 
 def write_controls(steps: list, runs_dir: Path, seed: int, n_boot: int) -> str:
-    """controls.json (each expert set's run dirs) and CONTROLS.md for a plan with pipeline.controls."""
+    """controls.json (each expert set's run dirs) for a plan with pipeline.controls, and the controls'
+    section of REPORT.md (returned)."""
     import json
 
     from .analysis.controls import CONTROLS_FILE, controls_markdown, seed_summary
@@ -191,10 +192,7 @@ def write_controls(steps: list, runs_dir: Path, seed: int, n_boot: int) -> str:
     if "control/families/opd" in by:
         sets["families_opd"] = by["control/families/opd"]
     (runs_dir / CONTROLS_FILE).write_text(json.dumps(sets, indent=1))
-    body = controls_markdown(seed_summary(runs_dir, n_boot=n_boot, seed=seed))
-    path = runs_dir / "CONTROLS.md"
-    path.write_text(f"# CHORUS controls, seed {seed}\n\n{body}\n")
-    return f"{body}\n-> {path}"
+    return controls_markdown(seed_summary(runs_dir, n_boot=n_boot, seed=seed))
 
 
 def prepare(steps: list) -> None:
@@ -229,12 +227,16 @@ def main(cfg: DictConfig) -> None:
                               [r for r in records if not r["name"].startswith("control/")],
                               title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",
                               k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"])
-        if len(main_steps) < len(steps):
-            print(write_controls(steps, runs_dir, c["seed"], c["pipeline"]["bootstrap"]))
+        controls = ""
+        if len(main_steps) < len(steps):  # the controls' section, after the pipeline's own runs
+            controls = "\n## Controls (pipeline.controls)\n\n" + write_controls(steps, runs_dir, c["seed"],
+                                                                                 c["pipeline"]["bootstrap"])
+            path = Path(report["path"])
+            path.write_text(path.read_text() + controls + "\n")
     except (ValueError, OSError, StepFailed) as exc:
         print(f"chorus.pipeline: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
-    print(report["markdown"])
+    print(report["markdown"] + controls)
     ran = sum(r["status"] == "done" for r in records)
     print(f"\n{ran} steps run, {len(records) - ran} skipped (done) in {(time.time() - start) / 60:.1f} min "
           f"-> {report['path']}")

@@ -200,10 +200,11 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     assert sets["staged"] == [s["run_dir"] for s in steps if s["name"].startswith("rl/")]
     assert sets["same_stage"][0] == sets["staged"][0] and len(sets["same_stage"]) == 2
     assert len(sets["families"]) == 2 and "opd/two_experts-families-" in sets["families_opd"]
-    text = (tmp_path / "CONTROLS.md").read_text()  # one sample per task: no headroom, and it says why
-    assert "staged: headroom undefined: " in text and "at least 2 samples per task" in text
     report = (tmp_path / "REPORT.md").read_text()
-    assert "Positive control" not in text and "same1" not in report and "fam0" not in report
+    table, text = report.split("## The CHORUS table")[1].split("\n## Controls (pipeline.controls)\n")
+    # one sample per task: no headroom, and it says why; the table keeps to the plan's own runs
+    assert "staged: headroom undefined: " in text and "at least 2 samples per task" in text
+    assert "Positive control" not in text and "same1" not in table and "fam0" not in table
 
 
 def test_the_default_pipeline_is_the_staged_world(tmp_path):

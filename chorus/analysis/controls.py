@@ -142,7 +142,7 @@ def _pts(v: float, ci: tuple[float, float] | None = None) -> str:
 
 
 def controls_markdown(s: dict) -> str:
-    """CONTROLS.md's body for one seed's summary."""
+    """REPORT.md's Controls section for one seed's summary."""
     rows = ["| expert set | runs (Pass@1 %) | cross-fitted headroom, Pass@1 points [95% CI] | claimed |",
             "|---|---|---|---|"]
     for name in SETS:
