@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from chorus.analysis.controls import pooled_mean_ci, summarize, verdict, verdict_markdown
+from chorus.analysis.controls import controls_markdown, pooled_mean_ci, summarize, verdict, verdict_markdown
 from chorus.analysis.power import sample_table
 
 
@@ -58,6 +58,9 @@ def test_complementary_staged_experts_beat_a_same_stage_control_on_every_criteri
         assert s["same_stage"]["ci"][0] <= 0 < s["same_stage"]["ci"][1] + 0.02
     assert 8 < v["pooled_difference"] < 20 and v["pooled_ci"][0] > 0
     assert "Claim \"the tiny world shows CHORUS's complementarity\": made" in verdict_markdown(v, summaries)
+    section = controls_markdown(summaries[0])
+    assert "| staged | stage0 (" in section and "| same_stage | stage2 (" in section
+    assert "Staged minus same-stage headroom (paired over 150 tasks): +" in section
 
 
 def test_nested_or_unequal_experts_fail_the_criteria_they_break():
@@ -78,3 +81,20 @@ def test_an_undefined_headroom_is_named_not_raised_and_the_verdict_refuses_it():
     assert "staged" not in s and "at least 2 samples" in s["undefined"]["staged"]
     with pytest.raises(ValueError, match="needs every seed's staged headroom"):
         verdict([s])
+
+
+def test_the_controls_section_reads_each_set_and_the_positive_controls_opd():
+    rng = np.random.default_rng(7)
+    rates = thirds()
+    fams, opd = ["fam0", "fam1", "fam2"], np.full((150, 1), 0.75)  # OPD solves every third as its expert does
+    table = pd.concat([experts(rates, fams, rng), experts(opd, ["opd"], rng)])
+    s = summarize(table, {"families": fams, "families_opd": "opd"}, n_boot=1000)
+    v = s["families_opd"]
+    # OPD at 0.75 everywhere against the best expert at ~0.55: +20 points, the interval above 0
+    assert 0.15 < v["delta"] < 0.25 and v["delta_ci"][0] > 0.1
+    lo, hi = v["recovery"]  # claimed here, so the bracket is given: in-sample (lower) and cross-fitted ratios
+    assert 0.5 < lo < hi
+    text = controls_markdown(s)
+    assert "| families | fam0 (" in text and "| yes |" in text
+    assert text.count("Positive control: OPD over the family experts (opd) minus the best of them: +") == 1
+    assert "Staged minus same-stage" not in text  # no staged set here
