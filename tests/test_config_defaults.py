@@ -49,7 +49,12 @@ def file_defaults(path: Path, doc: dict) -> object:
     or the train config's root for a `_global_` experiment preset."""
     if path.read_text().startswith("# @package _global_"):
         return schema_of(None, "train_schema")()  # the presets' package
-    [schema] = [d for d in doc.get("defaults", []) if isinstance(d, str) and d.endswith("_schema")]
+    entries = [d for d in doc.get("defaults", []) if isinstance(d, str)]
+    parents = [d for d in entries if (path.parent / f"{d}.yaml").exists()]
+    if parents and not any(d.endswith("_schema") for d in entries):  # it extends a sibling (staged_controls)
+        sibling = path.parent / f"{parents[0]}.yaml"
+        return file_defaults(sibling, yaml.safe_load(sibling.read_text()))
+    [schema] = [d for d in entries if d.endswith("_schema")]
     group = path.parent.relative_to(CONF_DIR).parts[0] if path.parent != CONF_DIR else None
     return schema_of(group, schema)()
 
@@ -133,7 +138,8 @@ def hydra_conf():
         yield
 
 
-NAMED_OTHERWISE = {"model=qwen3_4b": "hf"}  # an example preset of model=hf
+# an example preset of model=hf; the staged preset with its controls, which shares staged's runs dir
+NAMED_OTHERWISE = {"model=qwen3_4b": "hf", "pipeline=staged_controls": "staged"}
 
 
 @pytest.mark.parametrize("top,choice", group_choices(), ids=lambda x: x)
