@@ -77,6 +77,10 @@ def sft(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
         summary = evaluate_checkpoint(info["checkpoint"], inputs["eval_tasks"], conf.rl, ctx, meta=info,
                                       trainer=conf.trainer)
         info.update(pass_rate=summary["pass_rate"], mean_overall=summary["mean_overall"])
+    else:  # no held-out table, but the stage still ends with its summary: it marks the run dir finished
+        from .tracking.run_dir import write_summary
+
+        write_summary(ctx.out, {**ctx.meta, **info, "evaluated": False, "timing": dict(ctx.timing)})
     return info
 
 

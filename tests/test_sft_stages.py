@@ -44,6 +44,12 @@ def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim
         assert counts[0][0] == 0 and counts[-1][0] == counts[-1][1] > 0, phase
     # the starting model's coverage is averaged over 3 samples of the stage's one design
     assert [p["total"] for p in progress if p["phase"] == "current coverage"][-1] == 3
+    # with repairs from its own samples as well, the stage reads that coverage from those samples
+    out = tmp_path / "other/sft/stage2"
+    run_stage(stage_conf("stage2", prioritised=True, prioritise_samples=2, repair_from=RepairSource.own,
+                         own_samples=3), str(tmp_path / "sft/stage1/hf"), context(out, sim_cfg, progress=Progress(out)))
+    phases = {p["phase"] for p in lines(out / "progress.jsonl")}
+    assert "own samples" in phases and "current coverage" not in phases
     with pytest.raises(ValueError, match="own_samples must be >= 1"):
         stage("stage2", str(tmp_path / "sft/stage1/hf"), prioritised=True, prioritise_samples=0)
     with pytest.raises(ValueError, match="neither a stage"):
@@ -54,6 +60,30 @@ def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim
     assert ext == {"stage": "stage1", "checkpoint": str(tiny_xs), "external": True}
     assert json.loads((registered / "stage.json").read_text())["external"]
     assert [p["phase"] for p in lines(registered / "progress.jsonl")] == ["sft checkpoint registered"]
+
+
+def test_a_stage_that_is_not_evaluated_still_ends_with_its_summary(tmp_path, tiny_xs, cache_root):
+    """sft_stage.evaluate=false writes no held-out table, but summary.json all the same: the pipeline
+    counts a step done by it, and a stage without one was re-trained on every resume."""
+    from chorus.workflow.steps import Step
+
+    env = {**os.environ, "CHORUS_CACHE_DIR": str(cache_root), "WANDB_MODE": "offline"}
+    cmd = [sys.executable, "-m", "chorus.train", "job=sft", f"runs_dir={tmp_path}", "model=tiny", "model.size=xs",
+           "format=vectors", "sft_stage.steps=2", "sft_stage.batch_size=2", "sft_stage.tasks.per_family=1",
+           "sft_stage.tasks.families=[counter]", "sft_stage.evaluate=false", "logger=none",
+           f"hydra.run.dir={tmp_path / 'h'}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    (run,) = tmp_path.glob("sft/stage0-*")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["evaluated"] is False and summary["checkpoint"] == str(run / "hf") and summary["job"] == "sft"
+    assert "training_s" in summary["timing"] and not (run / "per_task.parquet").exists()
+    record = json.loads((run / "run.json").read_text())
+    assert Step("sft/stage0", "chorus.train", [], run, identity=record["identity"]).done()
+    (run / "summary.json").unlink()  # as such a stage ended before it wrote one: its stage.json
+    assert Step("sft/stage0", "chorus.train", [], run, identity=record["identity"]).done()
+    (run / "stage.json").unlink()
+    assert Step("sft/stage0", "chorus.train", [], run, identity=record["identity"]).state() == ("todo", [])
 
 
 @pytest.mark.parametrize("overrides, message", [

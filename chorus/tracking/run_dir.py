@@ -22,7 +22,12 @@ def write_run(out_dir: Path, rows: list[dict], summary: dict) -> None:
         keys = sorted({k for m in df["metrics"] for k in (m or {})})
         df["metrics"] = [{k: (m or {}).get(k) for k in keys} if keys else None for m in df["metrics"]]
     df.to_parquet(out_dir / PARQUET, index=False)
-    (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(out_dir, summary)
+
+
+def write_summary(out_dir: Path, summary: dict) -> None:
+    """summary.json: the last file every job writes, so a run dir holding one is finished."""
+    (Path(out_dir) / SUMMARY).write_text(json.dumps(summary, indent=2, default=str) + "\n")
 
 
 def read_table(where: Path) -> pd.DataFrame:

@@ -27,7 +27,10 @@ class Step:
     def state(self) -> tuple[str, list[str]]:
         """("done", []) when the run dir holds results made with exactly the planned settings;
         ("stale", differences) when it holds results made with others; ("todo", []) otherwise."""
-        if not (self.run_dir / "summary.json").exists():  # every chorus job ends by writing summary.json
+        # every chorus job ends by writing summary.json; an SFT stage made with sft_stage.evaluate=false
+        # before it wrote one ended with its stage.json
+        if not ((self.run_dir / "summary.json").exists() or (
+                (self.identity or {}).get("job") == "sft" and (self.run_dir / "stage.json").exists())):
             return "todo", []
         if self.identity is None:
             return "done", []
