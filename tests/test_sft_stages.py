@@ -62,6 +62,7 @@ def test_stages_chain_and_an_external_checkpoint_plugs_in(tmp_path, tiny_xs, sim
     assert [p["phase"] for p in lines(registered / "progress.jsonl")] == ["sft checkpoint registered"]
 
 
+@pytest.mark.slow
 def test_a_stage_that_is_not_evaluated_still_ends_with_its_summary(tmp_path, tiny_xs, cache_root):
     """sft_stage.evaluate=false writes no held-out table, but summary.json all the same: the pipeline
     counts a step done by it, and a stage without one was re-trained on every resume."""
