@@ -4,7 +4,7 @@ A pipeline run with pipeline.controls writes controls.json into its runs_dir: th
 expert set (`staged`: one DAPO expert per SFT stage; `same_stage`: one stage's expert and more RL
 seeds of it; `families`: experts fine-tuned on disjoint family groups, and `families_opd`, their
 OPD consolidation). From those:
-- each set's cross-fitted headroom (oracle.headroom_claim's rule), per task and on average;
+- each set's cross-fitted headroom (oracle.headroom_claim), per task and on average;
 - staged minus same-stage headroom, paired over the common held-out tasks (one seed), and pooled over
   seeds as the mean of the per-seed means, the tasks resampled within each seed;
 - the verdict: (a) premise, every staged expert within PREMISE_POINTS Pass@1 points of the best, on
@@ -19,28 +19,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import crossfit
-from .oracle import cross_fitted_oracle, versus_best
+from .bootstrap import bootstrap_mean_ci
+from .oracle import headroom_claim, versus_best
 from .report import PREMISE_POINTS
 
 CONTROLS_FILE = "controls.json"
 MIN_HEADROOM = 3.0  # Pass@1 points: criterion (b)'s size
 SETS = ("staged", "same_stage", "families")
-
-
-def headroom_per_task(table: pd.DataFrame, runs: list[str], metric: str = "pass_at_1", seed: int = 0) -> dict:
-    """The cross-fitted oracle of `runs` minus their best single run (by mean, fixed), per task: a
-    Series over task_id whose mean is the headroom; also the best run and every run's mean."""
-    c = crossfit.cells(table, list(runs))
-    fit = cross_fitted_oracle(table, runs, seed=seed)
-    single = crossfit.singles(c, None)[metric]
-    means = single.mean(axis=0)
-    if np.isnan(means).any() or fit["per_task"][metric].isna().any():
-        raise ValueError(f"the headroom of {runs} is undefined: {next(iter(fit['notes'].values()), 'NaN values')}")
-    best = int(np.argmax(means))
-    per_task = pd.Series(fit["per_task"][metric].to_numpy() - single[:, best], index=list(c.tasks))
-    return {"per_task": per_task, "best": runs[best], "means": dict(zip(runs, map(float, means))),
-            "oracle_per_task": fit["per_task"][metric]}
 
 
 def pooled_mean_ci(per_seed: list[np.ndarray], n_boot: int = 1000, alpha: float = 0.05,
@@ -86,31 +71,26 @@ def summarize(table: pd.DataFrame, sets: dict, n_boot: int = 1000, alpha: float 
     Pass@1 headroom (per task and mean, with its bootstrap interval; `undefined` says why where it
     cannot be cross-fitted) and its runs' Pass@1; staged minus same_stage per task; the families'
     OPD against their best expert."""
-    from .bootstrap import bootstrap_mean_ci
-
     out: dict = {"sets": sets, "undefined": {}}
     for name in SETS:
         if sets.get(name):
-            try:
-                h = headroom_per_task(table, sets[name], seed=seed)
-            except ValueError as exc:
-                out["undefined"][name] = str(exc)
-                continue
-            out[name] = {**h, "headroom": float(h["per_task"].mean()),
-                         "ci": bootstrap_mean_ci(h["per_task"].to_numpy(), n_boot, alpha, seed)}
+            h = headroom_claim(table, sets[name], n_boot=n_boot, alpha=alpha, seed=seed)
+            if h["per_task"] is None:
+                note = next(iter(h["notes"].values()), "NaN values")
+                out["undefined"][name] = f"the headroom of {sets[name]} is undefined: {note}"
+            else:
+                out[name] = h
     if "staged" in out and "same_stage" in out:
         d = out["staged"]["per_task"] - out["same_stage"]["per_task"]
         out["difference"] = {"per_task": d, "mean": float(d.mean()),
                              "ci": bootstrap_mean_ci(d.to_numpy(), n_boot, alpha, seed)}
     if "families" in out and sets.get("families_opd"):
-        c = crossfit.cells(table, sets["families"])
-        single = crossfit.singles(c, None)
-        oracle = {"singles": single, "claimed_pass_at_1": out["families"]["ci"][0] > 0,
-                  "best_single_pass_at_1": max(out["families"]["means"].values()),
-                  "pass_at_1": float(out["families"]["oracle_per_task"].mean()),
-                  "in_sample_pass_at_1": float(np.max(single["pass_at_1"], axis=1).mean())}
+        h = out["families"]  # versus_best reads the oracle_headroom keys; headroom_claim has them all
+        oracle = {"singles": h["singles"], "claimed_pass_at_1": h["claimed"],
+                  "best_single_pass_at_1": max(h["means"].values()), "pass_at_1": float(h["oracle_per_task"].mean()),
+                  "in_sample_pass_at_1": float(np.max(h["singles"]["pass_at_1"], axis=1).mean())}
         passed = table[table["run"] == sets["families_opd"]].groupby("task_id")["passed"].mean()
-        out["families_opd"] = versus_best(passed.reindex(list(c.tasks)).to_numpy(), oracle, "pass_at_1", n_boot,
+        out["families_opd"] = versus_best(passed.reindex(h["per_task"].index).to_numpy(), oracle, "pass_at_1", n_boot,
                                           alpha, seed)
     return out
 

@@ -201,16 +201,17 @@ def versus_best(consolidated: np.ndarray, oracle: dict, metric: str = "pass_at_1
 
 
 def _headroom(oracle_per_task: np.ndarray, singles: np.ndarray, ci: dict) -> dict:
-    """Oracle (or any per-task values) minus the best single run (by mean, kept fixed), its bootstrap
-    interval over tasks, and the claim: the interval's lower end above 0."""
+    """Oracle (or any per-task values) minus the best single run (by mean, kept fixed): per task
+    (`diff`), its mean, its bootstrap interval over tasks, and the claim: the interval's lower end
+    above 0."""
     means = singles.mean(axis=0)
     nan = float("nan")
     if np.isnan(oracle_per_task).any() or np.isnan(means).any():
-        return {"headroom": nan, "ci": (nan, nan), "claimed": False, "best": None}
+        return {"headroom": nan, "ci": (nan, nan), "claimed": False, "best": None, "diff": None}
     best = int(np.argmax(means))
     diff = oracle_per_task - singles[:, best]
     lo_hi = bootstrap_mean_ci(diff, **ci)
-    return {"headroom": float(diff.mean()), "ci": lo_hi, "claimed": bool(lo_hi[0] > 0), "best": best}
+    return {"headroom": float(diff.mean()), "ci": lo_hi, "claimed": bool(lo_hi[0] > 0), "best": best, "diff": diff}
 
 
 def headroom_claim(table: pd.DataFrame, runs: list[str], metric: str = "pass_at_1", k: int | None = None,
@@ -222,8 +223,15 @@ def headroom_claim(table: pd.DataFrame, runs: list[str], metric: str = "pass_at_
     other samples, which is in expectation no better than the dominant run there. So a lower bound
     above 0 is a test at level alpha/2 whatever the runs' levels, unlike a comparison with the null
     of identical experts, whose winner's curse clearly ranked runs do not share. oracle_headroom
-    applies the same rule to every metric (claimed_<metric>); this is its quick form (no null)."""
+    applies the same rule to every metric (claimed_<metric>); this is its quick form (no null).
+    Also: per_task (the headroom per task, a Series over task_id; None where undefined), oracle_per_task,
+    means (each run's mean) and singles (per task and run, every metric: what versus_best reads)."""
     fit = cross_fitted_oracle(table, runs, k, n_splits, seed)
-    single = crossfit.singles(crossfit.cells(table, list(runs)), k)[metric]
-    h = _headroom(fit["per_task"][metric].to_numpy(), single, dict(n_boot=n_boot, alpha=alpha, seed=seed))
-    return {**h, "best": runs[h["best"]] if h["best"] is not None else None, "notes": fit["notes"]}
+    singles = crossfit.singles(crossfit.cells(table, list(runs)), k)
+    oracle = fit["per_task"][metric]
+    h = _headroom(oracle.to_numpy(), singles[metric], dict(n_boot=n_boot, alpha=alpha, seed=seed))
+    diff = h.pop("diff")
+    per_task = pd.Series(diff, index=oracle.index) if diff is not None else None
+    return {**h, "best": runs[h["best"]] if h["best"] is not None else None, "notes": fit["notes"],
+            "per_task": per_task, "oracle_per_task": oracle, "singles": singles,
+            "means": dict(zip(runs, map(float, singles[metric].mean(axis=0))))}
