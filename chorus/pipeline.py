@@ -174,25 +174,23 @@ def _value(v) -> str:
     return "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
 
 
-def write_controls(steps: list, runs_dir: Path, seed: int, n_boot: int) -> str:
-    """controls.json (each expert set's run dirs) for a plan with pipeline.controls, and the controls'
-    section of REPORT.md (returned)."""
+def write_controls(steps: list, ctl: dict, runs_dir: Path, seed: int, n_boot: int) -> str:
+    """controls.json (each expert set's run dirs) for a plan with pipeline.controls `ctl`, and the
+    Controls section of REPORT.md (returned)."""
     import json
 
     from .analysis.controls import CONTROLS_FILE, controls_markdown, seed_summary
 
     by = {s.name: str(s.run_dir) for s in steps}
-    sets = {"staged": [by[f"rl/{s}"] for s in STAGES],
-            "same_stage": [by[n] for n in by if n.startswith("control/same/")],
-            "families": [by[n] for n in by if n.startswith("control/families/rl")]}
-    if sets["same_stage"]:
-        stage = next(n for n in by if n.startswith("control/same/")).split("/")[2].split("-rl")[0]
-        sets["same_stage"].insert(0, by[f"rl/{stage}"])
-    sets = {k: v for k, v in sets.items() if v}
-    if "control/families/opd" in by:
+    sets = {"staged": [by[f"rl/{s}"] for s in STAGES]}
+    if ctl["same_stage"]:  # the stage's own expert, then its other RL seeds
+        sets["same_stage"] = [by[f"rl/{ctl['same_stage']}"], *(by[n] for n in by if n.startswith("control/same/"))]
+    if ctl["families"]:
+        sets["families"] = [by[n] for n in by if n.startswith("control/families/rl")]
         sets["families_opd"] = by["control/families/opd"]
     (runs_dir / CONTROLS_FILE).write_text(json.dumps(sets, indent=1))
-    return controls_markdown(seed_summary(runs_dir, n_boot=n_boot, seed=seed))
+    section = controls_markdown(seed_summary(runs_dir, n_boot=n_boot, seed=seed))
+    return f"\n## Controls (pipeline.controls)\n\n{section}"
 
 
 def prepare(steps: list) -> None:
@@ -221,18 +219,16 @@ def main(cfg: DictConfig) -> None:
         prepare(steps)
         records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])},
                             launcher=launcher)
-        # the report covers exactly this plan's runs, whatever else runs_dir holds; the controls have their own
+        # the report covers exactly this plan's runs, whatever else runs_dir holds; the controls end it
         main_steps = [s for s in steps if not s.name.startswith("control/")]
+        controls = ""
+        if len(main_steps) < len(steps):
+            controls = write_controls(steps, c["pipeline"]["controls"], runs_dir, c["seed"], c["pipeline"]["bootstrap"])
         report = write_report([s.run_dir for s in main_steps], runs_dir,
                               [r for r in records if not r["name"].startswith("control/")],
                               title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",
-                              k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"])
-        controls = ""
-        if len(main_steps) < len(steps):  # the controls' section, after the pipeline's own runs
-            controls = "\n## Controls (pipeline.controls)\n\n" + write_controls(steps, runs_dir, c["seed"],
-                                                                                 c["pipeline"]["bootstrap"])
-            path = Path(report["path"])
-            path.write_text(path.read_text() + controls + "\n")
+                              k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"],
+                              appendix=controls + "\n" if controls else "")
     except (ValueError, OSError, StepFailed) as exc:
         print(f"chorus.pipeline: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

@@ -173,10 +173,11 @@ def steps_table(steps: list[dict]):
 
 def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict] | None = None, title: str = "CHORUS",
                  k: int = 2, n_boot: int = 1000, seed: int = 0, pass_coverage: float | None = None,
-                 power_sims: int | None = None) -> dict:
+                 power_sims: int | None = None, appendix: str = "") -> dict:
     """REPORT.md (+ table.md/csv and the PNGs) for a list of run dirs (a pipeline's plan: nothing
     else in its runs_dir gets in) or every run under a folder. A sample passes under the rule the runs were made with, or at
-    `pass_coverage` % coverage when that is given."""
+    `pass_coverage` % coverage when that is given. `appendix`: markdown that ends the report (a
+    pipeline's Controls section)."""
     import pandas as pd
 
     from ..tracking.runs import load_run_dirs, load_runs, with_pass_rule
@@ -254,5 +255,5 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
     if runs.skipped:
         lines += ["Skipped run dirs: " + "; ".join(f"{p} ({why})" for p, why in runs.skipped), ""]
     path = out / "REPORT.md"
-    path.write_text("\n".join(lines))
+    path.write_text("\n".join(lines) + appendix)
     return {**result, "path": str(path)}
