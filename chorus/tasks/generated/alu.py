@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from .common import Design, Port, Stim, a_n, finish_with_reset, hexv, inp, lit, out, pick_names
+from .common import Design, Port, Stim, a_n, finish_with_reset, hexv, inp, kept_secret, lit, out, pick_names
 
 # difficulty -> (data width, opcode width, key width, plain ops, conditional ops, privileged ops)
 LEVELS = {
@@ -83,7 +83,7 @@ SWEEP = 300  # the sweep's cycles of KEY on random operands
 
 def build(rng: random.Random, k: int, difficulty: str, staged: bool = False) -> Design:
     w, ow, kw, n_plain, n_cond, n_priv = LEVELS[difficulty]
-    secret = staged and difficulty != "hard" and rng.random() < 0.5
+    secret = kept_secret(rng, difficulty, staged)
     lockout = staged and not secret
     n = pick_names(rng, NAMES)
     plain = rng.sample(sorted(PLAIN), n_plain)

@@ -17,6 +17,13 @@ DIFFICULTIES = ("easy", "medium", "hard")
 # with its family's alternative strategies (a family's STRATEGIES) where it has them. Its own design
 # stream: the designs of the three plain difficulties stay what they were.
 MIXED = "mixed"
+
+
+def kept_secret(rng, difficulty: str, staged: bool) -> bool:
+    """Whether a staged design keeps its code, key or pattern out of its spec and brief (so only a
+    sweep can find it): easy and medium designs, one in two; hard ones and plain designs never. It
+    draws from rng only for staged easy and medium designs, so no other design's stream moves."""
+    return staged and difficulty != "hard" and rng.random() < 0.5
 CLK = "clk"
 RST = "rst_n"
 # The `compact` program's cycle budget: that of uniform random stimulus (policy=random's default

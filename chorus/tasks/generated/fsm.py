@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 
-from .common import COMPACT_CYCLES, Design, Stim, a_n, finish_with_reset, hexv, inp, lit, out, pick_names
+from .common import (COMPACT_CYCLES, Design, Stim, a_n, finish_with_reset, hexv, inp, kept_secret, lit, out,
+                     pick_names)
 
 # difficulty -> (sequence lengths, symbol width, dwell range)
 LEVELS = {
@@ -42,10 +43,9 @@ STAGED_LENGTHS = {"easy": (1, 2), "medium": (2,), "hard": (4, 5)}  # a sweep fin
 
 def build(rng: random.Random, k: int, difficulty: str, staged: bool = False) -> Design:
     lengths, sw, (dlo, dhi) = LEVELS[difficulty]
-    secret = False
+    secret = kept_secret(rng, difficulty, staged)
     if staged:
         lengths = STAGED_LENGTHS[difficulty]
-        secret = difficulty != "hard" and rng.random() < 0.5
     length = rng.choice(lengths)
     nsym = 1 << sw
     c0 = rng.randrange(nsym)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from .common import Design, Stim, finish_with_reset, hexv, inp, lit, out, pick_names
+from .common import Design, Stim, finish_with_reset, hexv, inp, kept_secret, lit, out, pick_names
 
 # difficulty -> (data width, key width, select width, number of mux arms, window size, streak length)
 LEVELS = {
@@ -73,7 +73,7 @@ def build(rng: random.Random, k: int, difficulty: str, staged: bool = False) -> 
     has_default = narms < (1 << sw)
     sb = need.bit_length()
     top = f"{rng.choice(('mux_cmp', 'sel_compare', 'route_match', 'cmp_unit'))}_{k}"
-    secret = staged and difficulty != "hard" and rng.random() < 0.5
+    secret = kept_secret(rng, difficulty, staged)
     lockout = staged and not secret
     if secret:  # a key a sweep can find: 7 bits (300 random tries hit one value with chance 0.9)
         kw = min(kw, 7)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import random
 
-from .common import (COMPACT_CYCLES, Design, Port, Stim, a_n, finish_with_reset, hexv, inp, lit, out,
-                     pick_names)
+from .common import (COMPACT_CYCLES, Design, Port, Stim, a_n, finish_with_reset, hexv, inp, kept_secret, lit,
+                     out, pick_names)
 
 # Feedback masks giving a maximal-length sequence for `q <= {q[N-2:0], ^(q & MASK)}`.
 MAXIMAL_TAPS = {
@@ -73,7 +73,7 @@ def build(rng: random.Random, k: int, difficulty: str, staged: bool = False) -> 
     n = pick_names(rng, NAMES)
     en, ld, seed, mode, sin, q = n["en"], n["load"], n["seed"], n["mode"], n["sin"], n["q"]
     top = f"{rng.choice(('lfsr_unit', 'prbs_gen', 'shift_lfsr', 'scrambler'))}_{k}"
-    secret = staged and difficulty != "hard" and rng.random() < 0.5
+    secret = kept_secret(rng, difficulty, staged)
     lockout = staged and not secret
     if secret:  # a pattern a sweep can find: 7 bits at most (300 random shifts find it with chance 0.9)
         p = min(p, 7)
