@@ -1,12 +1,13 @@
 """python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project]
 python -m chorus.analyze power=true [design.tasks=150 design.samples=16 design.levels='[0.2,0.36,0.26]'] [runs=...]
-python -m chorus.analyze study='[runs/pipeline/staged/seed0,runs/pipeline/staged/seed1,...]'
+python -m chorus.analyze study='[runs/pipeline/staged/seed0,runs/pipeline/staged/seed1,...]' [study_keep=DIR]
 
 Loads the per-task tables of every run the glob finds (or a W&B project's runs), prints the
 CHORUS-style table as markdown and writes table.md, table.csv and the PNG plots into `out`.
 power=true prints the minimum detectable oracle headroom of a design instead (settings not given
 are read from the runs' experts). study=[...] prints the staged study's pre-registered verdict
-(README) over its seeds' runs_dirs, each made by pipeline=staged_controls.
+(README) over its seeds' runs_dirs, each made by pipeline=staged_controls; study_keep=DIR first copies
+what the verdict reads (a few hundred KB a seed) to DIR/<seed dir's name> and reads it from there.
 """
 from __future__ import annotations
 
@@ -62,9 +63,16 @@ def main(cfg: DictConfig) -> None:
 
 def study(c: dict) -> None:
     """study=[dir,...]: the staged study's pre-registered verdict over its seeds' runs_dirs."""
-    from .analysis.controls import seed_summary, verdict, verdict_markdown
+    from .analysis.controls import keep_evidence, seed_summary, verdict, verdict_markdown
 
     try:
+        if c["study_keep"]:
+            kept = [Path(c["study_keep"]) / Path(d).name for d in c["study"]]
+            if len(set(kept)) < len(kept):
+                raise ValueError(f"study_keep: the seed dirs {c['study']} share a name; give dirs with distinct names")
+            for d, dest in zip(c["study"], kept):
+                print(f"kept {len(keep_evidence(d, dest))} files of {d} in {dest}")
+            c = {**c, "study": [str(k) for k in kept]}
         summaries = [seed_summary(d, c["bootstrap"], c["alpha"], c["seed"]) for d in c["study"]]
         v = verdict(summaries, c["bootstrap"], c["alpha"], c["seed"])
     except (ValueError, OSError) as exc:

@@ -334,6 +334,9 @@ class AnalyzeConf:
     # the staged study's pre-registered verdict over these runs_dirs (one per seed, each with the
     # controls.json of pipeline=staged_controls) instead of the table
     study: Optional[List[str]] = None
+    # with study: first copy each seed's evidence (controls.json, each run's summary and per-task
+    # table) to <study_keep>/<seed dir's name>, and read the verdict from those copies
+    study_keep: Optional[str] = None
 
 
 @dataclass

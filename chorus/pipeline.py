@@ -181,7 +181,9 @@ def write_controls(steps: list, ctl: dict, runs_dir: Path, seed: int, n_boot: in
 
     from .analysis.controls import CONTROLS_FILE, controls_markdown, seed_summary
 
-    by = {s.name: str(s.run_dir) for s in steps}
+    import os
+
+    by = {s.name: os.path.relpath(s.run_dir, runs_dir) for s in steps}  # relative: the folder can move
     sets = {"staged": [by[f"rl/{s}"] for s in STAGES]}
     if ctl["same_stage"]:  # the stage's own expert, then its other RL seeds
         sets["same_stage"] = [by[f"rl/{ctl['same_stage']}"], *(by[n] for n in by if n.startswith("control/same/"))]

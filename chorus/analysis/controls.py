@@ -14,6 +14,8 @@ OPD consolidation). From those:
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,7 @@ import pandas as pd
 
 from .bootstrap import bootstrap_mean_ci
 from .oracle import headroom_claim, versus_best
+from ..tracking.run_dir import PARQUET, SUMMARY, TABLE
 from .report import PREMISE_POINTS
 
 CONTROLS_FILE = "controls.json"
@@ -46,18 +49,52 @@ def load_sets(runs_dir: str | Path) -> tuple[pd.DataFrame, dict[str, list[str]]]
     from ..tracking.runs import load_run_dirs
     from .matrix import align_tasks
 
+    sets, where = read_sets(runs_dir)
+    runs = load_run_dirs(list(where.values()), f"the run dirs of {Path(runs_dir) / CONTROLS_FILE}")
+    if runs.skipped:
+        raise ValueError(f"{Path(runs_dir) / CONTROLS_FILE}: {runs.skipped[0][0]} has no results "
+                         f"({runs.skipped[0][1]}); finish the pipeline")
+    label = dict(zip(runs.runs["path"], runs.runs["run"]))
+    named = {k: ([label[str(where[d])] for d in v] if isinstance(v, list) else label[str(where[v])])
+             for k, v in sets.items()}
+    return align_tasks(runs.table), named
+
+
+def read_sets(runs_dir: str | Path) -> tuple[dict, dict[str, Path]]:
+    """controls.json's sets as written, and where each run dir named in them is. Paths are relative
+    to the runs_dir (so the folder can be moved or kept in a repository); files written before that
+    named them relative to the working directory, which is still read."""
     path = Path(runs_dir) / CONTROLS_FILE
     try:
         sets = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: {exc}; run python -m chorus.pipeline pipeline=staged_controls first") from None
-    dirs = list(dict.fromkeys(d for v in sets.values() for d in ([v] if isinstance(v, str) else v)))
-    runs = load_run_dirs([Path(d) for d in dirs], f"the run dirs of {path}")
-    if runs.skipped:
-        raise ValueError(f"{path}: {runs.skipped[0][0]} has no results ({runs.skipped[0][1]}); finish the pipeline")
-    label = dict(zip(runs.runs["path"], runs.runs["run"]))
-    named = {k: ([label[str(Path(d))] for d in v] if isinstance(v, list) else label[str(Path(v))]) for k, v in sets.items()}
-    return align_tasks(runs.table), named
+    named = dict.fromkeys(d for v in sets.values() for d in ([v] if isinstance(v, str) else v))
+    where = {d: (Path(runs_dir) / d if not Path(d).is_absolute() and (Path(runs_dir) / d).is_dir() else Path(d))
+             for d in named}
+    return sets, where
+
+
+def keep_evidence(runs_dir: str | Path, dest: str | Path) -> list[Path]:
+    """Copy what the verdict reads from one seed's runs_dir into dest: controls.json and, for each run
+    it names, summary.json and the per-task table (no checkpoints, no samples' text: a few hundred KB
+    a seed, small enough to commit). `python -m chorus.analyze study=[dest,...]` then gives the same
+    numbers. Returns the files written."""
+    sets, where = read_sets(runs_dir)
+    dest = Path(dest)
+    rel = {d: Path(os.path.relpath(p, runs_dir)) for d, p in where.items()}
+    if any(r.is_absolute() or ".." in r.parts for r in rel.values()):
+        raise ValueError(f"{Path(runs_dir) / CONTROLS_FILE} names run dirs outside {runs_dir}; keep them under it")
+    written = []
+    for d, src in where.items():
+        files = [f for f in (SUMMARY, PARQUET) if (src / f).exists()] or [SUMMARY, TABLE]
+        for f in files:
+            (dest / rel[d]).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / f, dest / rel[d] / f)
+            written.append(dest / rel[d] / f)
+    relative = {k: ([str(rel[d]) for d in v] if isinstance(v, list) else str(rel[v])) for k, v in sets.items()}
+    (dest / CONTROLS_FILE).write_text(json.dumps(relative, indent=1))
+    return [*written, dest / CONTROLS_FILE]
 
 
 def seed_summary(runs_dir: str | Path, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> dict:
@@ -112,6 +149,7 @@ def verdict(summaries: list[dict], n_boot: int = 1000, alpha: float = 0.05, seed
         out["pooled_difference"], out["pooled_ci"], out["c"] = 100 * mean, (100 * ci[0], 100 * ci[1]), ci[0] > 0
     else:
         out["pooled_difference"], out["pooled_ci"], out["c"] = float("nan"), (float("nan"),) * 2, False
+        out["missing_same_stage"] = next(i for i, s in enumerate(summaries) if "difference" not in s)
     out["claim"] = bool(out["a"] and out["b"] and out["c"])
     return out
 
@@ -161,9 +199,11 @@ def verdict_markdown(v: dict, summaries: list[dict]) -> str:
               f"{yes[v['a']]}",
               f"- (b) complementarity (headroom >= {MIN_HEADROOM:g} points and lower bound > 0, every seed): "
               f"{yes[v['b']]}",
-              f"- (c) staging matters (staged - same-stage headroom pooled over {v['seeds']} seeds: "
-              f"{v['pooled_difference']:+.1f} [{v['pooled_ci'][0]:+.1f}, {v['pooled_ci'][1]:+.1f}], lower bound > 0): "
-              f"{yes[bool(v['c'])]}",
+              (f"- (c) staging matters (staged - same-stage headroom pooled over {v['seeds']} seeds: "
+               f"{v['pooled_difference']:+.1f} [{v['pooled_ci'][0]:+.1f}, {v['pooled_ci'][1]:+.1f}], lower bound > 0): "
+               if "missing_same_stage" not in v else
+               f"- (c) staging matters: not measured (no same_stage set on seed {v['missing_same_stage']}): ")
+              + yes[bool(v['c'])],
               f"- Claim \"the tiny world shows CHORUS's complementarity\": {'made' if v['claim'] else 'not made'} "
               f"(3 criteria over {v['seeds']} seeds, Pass@1 only)."]
     return "\n".join(lines)
