@@ -1,12 +1,15 @@
 """One DAPO step through chorus on a random-init Qwen3 of a chosen size: throughput, MFU, memory, time split.
 
     python bench/gpu_step.py --size tiny                       # a few hundred K params, CPU, seconds
+    python bench/gpu_step.py --size tiny --vocab 151936 --max-prompt-tokens 1200 --micro-batch 8 --no-compare
+                                                               # Qwen3's vocabulary: the update's memory
     python bench/gpu_step.py --size 0.44b --device cuda        # hidden 1024, 28 layers, bf16 on one GPU
     python bench/gpu_step.py --hidden 512 --layers 8 --heads 8 --kv-heads 4 --ffn 1536 --device cuda
     python bench/gpu_step.py --size 0.44b --device cuda --compare-only   # only the generation comparison
 
 The model is built from a Qwen3Config (no hub) with the tiny model's tokenizer (chorus.policy.tiny,
-built and cached by build_tiny), saved with save_pretrained into the run dir and trained by
+built and cached by build_tiny; --vocab widens the model's vocabulary to Qwen3's 151,936 so that
+every cost that scales with it shows, though the tokenizer only names its own 2,048), saved with save_pretrained into the run dir and trained by
 chorus.rl.run.train_rl for exactly one step (rl.steps=1) on generated tasks, like any checkpoint.
 DAPO's dynamic sampling is turned off: a random model's groups mostly tie, and dropping them would
 skip the update this script measures. There is no held-out evaluation (eval_tasks=[]).
@@ -70,10 +73,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-prompt-tokens", type=int, default=1200,
                     help="prompts are shortened to fit (1200 = ports-only prompts, as the tests use)")
     ap.add_argument("--tokenizer", choices=["xs", "s", "m"], default="s", help="tiny model whose tokenizer is used")
+    ap.add_argument("--vocab", type=int, default=None,
+                    help="the model's vocabulary size (default: the tokenizer's; 151936 = Qwen3's)")
+    ap.add_argument("--isolation", choices=["required", "best_effort", "off"], default="required",
+                    help="simulator.isolation of the target calibration and the step's simulations (a bare "
+                         "GPU image may lack user namespaces, Landlock or seccomp)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtype", default=None, help="weights' dtype (default: float32 on cpu, bfloat16 on cuda)")
-    ap.add_argument("--precision", default="32-true",
-                    help="Lightning precision (32-true keeps the weights in --dtype; bf16-mixed wants --dtype float32)")
+    ap.add_argument("--precision", default=None,
+                    help="Lightning precision of the update (default: bf16-mixed on cuda, 32-true on cpu); the "
+                         "policy trains fp32 master weights either way, and the comparison generates under it")
     ap.add_argument("--peak-flops", type=float, default=None,
                     help=f"device peak FLOP/s for MFU (default: {H200_BF16_DENSE:.3g}, H200 dense bf16, on cuda; "
                          "none on cpu, so MFU prints n/a)")
@@ -95,6 +104,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.no_compare and args.compare_only:
         ap.error("--no-compare and --compare-only exclude each other")
     args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    args.precision = args.precision or ("bf16-mixed" if args.device == "cuda" else "32-true")
     if args.peak_flops is None and args.device == "cuda":
         args.peak_flops = H200_BF16_DENSE
     return args
@@ -109,7 +119,9 @@ def build_model(args, out: Path) -> tuple[Path, int]:
 
     tok = AutoTokenizer.from_pretrained(build_tiny(args.tokenizer, seed=0), local_files_only=True)
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    config = Qwen3Config(vocab_size=len(tok), hidden_size=args.hidden, num_hidden_layers=args.layers,
+    if args.vocab is not None and args.vocab < len(tok):
+        raise SystemExit(f"--vocab {args.vocab} is below the tokenizer's {len(tok)} tokens")
+    config = Qwen3Config(vocab_size=args.vocab or len(tok), hidden_size=args.hidden, num_hidden_layers=args.layers,
                          num_attention_heads=args.heads, num_key_value_heads=args.kv_heads, head_dim=args.head_dim,
                          intermediate_size=args.ffn, tie_word_embeddings=True, max_position_embeddings=4096,
                          rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
@@ -161,6 +173,19 @@ def replay_stop_checks(tok, completions: list[list[int]]) -> tuple[float, float,
     return old_s / steps, new_s / steps, steps
 
 
+def autocast(args):
+    """The autocast context Lightning's precision plugin enters for --precision on --device."""
+    import contextlib
+
+    import torch
+
+    if "bf16" in args.precision:
+        return torch.autocast(args.device, dtype=torch.bfloat16)
+    if "16" in args.precision and args.device == "cuda":
+        return torch.autocast("cuda", dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
 def compare_generation(args, init: Path, tasks) -> dict:
     """plain vs static generation of the step's batch on the same model, side by side (module docstring)."""
     import torch
@@ -182,7 +207,8 @@ def compare_generation(args, init: Path, tasks) -> dict:
         for p in (warm, params):
             _sync(args.device)
             t0 = time.perf_counter()
-            gens = [g for gs in engine.generate(prompts, n=args.group_size, params=p) for g in gs]
+            with autocast(args):  # as the step generates: under the update's precision
+                gens = [g for gs in engine.generate(prompts, n=args.group_size, params=p) for g in gs]
             _sync(args.device)
             times.append(time.perf_counter() - t0)
             tokens.append(sum(len(g.token_ids) for g in gens))
@@ -221,7 +247,7 @@ def main(argv=None) -> dict:
     from chorus.rl.rollouts import collect
     from chorus.rl.run import Objective, train_rl
     from chorus.sim import SimConfig
-    from chorus.tasks import load_tasks
+    from chorus.tasks.generated import calibrate_targets, generate_tasks
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda but torch sees no GPU")
@@ -234,7 +260,8 @@ def main(argv=None) -> dict:
     t0 = time.monotonic()
     init, n_params = build_model(args, out)
     build_s = time.monotonic() - t0
-    tasks = load_tasks("generated", split="train", difficulty="easy", per_family=2, seed=0)
+    tasks = calibrate_targets([t for t in generate_tasks(seed=0, per_family=2, difficulty="easy") if t.split == "train"],
+                              isolation=args.isolation)
     compared = None if args.no_compare else compare_generation(args, init, tasks)
     if args.compare_only:
         print(json.dumps({"params": n_params, "generation_compare": compared}))
@@ -246,7 +273,8 @@ def main(argv=None) -> dict:
                 **({"generation": args.generation} if args.generation else {}))
     trainer = TrainerConf(name=args.device, accelerator="gpu" if args.device == "cuda" else "cpu",
                           precision=args.precision)
-    ctx = JobContext(run_dir, "vectors", SimConfig(), workers=args.workers, seed=args.seed, dtype=args.dtype)
+    ctx = JobContext(run_dir, "vectors", SimConfig(isolation=args.isolation), workers=args.workers, seed=args.seed,
+                     dtype=args.dtype)
 
     marks: dict[str, float] = {}
 
@@ -281,7 +309,7 @@ def main(argv=None) -> dict:
 
     print(f"model: Qwen3 random init, {n_params / 1e6:.3f} M params (hidden {args.hidden}, {args.layers} layers, "
           f"{args.heads} heads / {args.kv_heads} KV, head_dim {args.head_dim}, FFN {args.ffn}, vocab "
-          f"{_tokenizer(init).__len__()}), {args.dtype}, precision {args.precision}, on {device}")
+          f"{args.vocab or len(_tokenizer(init))}), {args.dtype}, precision {args.precision}, on {device}")
     print(f"step: DAPO, {args.prompts} prompts x {args.group_size} samples, max_new_tokens {args.max_new_tokens}, "
           f"micro_batch {args.micro_batch}; {len(rows)} samples, completion length mean "
           f"{step['completion_len_mean']:.1f} max {step['completion_len_max']}, truncated "

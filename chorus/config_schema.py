@@ -184,6 +184,12 @@ class TrainerConf:
     num_nodes: int = 1
     strategy: str = "auto"
     precision: str = "32-true"
+    # activation checkpointing of the trained policy's layers (RL, OPD, SFT; non-reentrant): most of the
+    # activations' memory for about a third more compute. null = on where training runs on a GPU
+    gradient_checkpointing: Optional[bool] = None
+    # completion positions whose vocabulary-wide logits exist at once in an update (rl/logprobs.py): at
+    # a 151,936-token vocabulary each position is 0.6 MB in fp32
+    logit_chunk: int = 1024
 
 
 @dataclass(unsafe_hash=True)  # hashable: it is a default argument and field value (rl/rewards, rl/rollouts);
@@ -218,6 +224,9 @@ class RLConf:
     prompts_per_generate: int = 4
     group_size: int = 8
     micro_batch: int = 8  # sequences per forward/backward
+    # when set: a forward/backward takes as many consecutive rows as fit in this many tokens (rows x the
+    # longest of them; verl's token-budget micro-batches), instead of rl.micro_batch rows
+    micro_tokens: Optional[int] = None
     lr: float = 2e-4
     weight_decay: float = 0.0
     warmup_steps: int = 2  # rollouts of linear LR warmup (the schedule steps once per rollout)

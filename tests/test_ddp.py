@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from chorus.rl.losses import minibatch_counts, minibatch_micro_counts, minibatch_slices
+from chorus.rl.losses import micro_slices, minibatch_counts, minibatch_slices
 
 HERE = Path(__file__).resolve().parent
 JOB_TIMEOUT_S = 300
@@ -140,10 +140,17 @@ def test_minibatch_counts_and_micro_batches_hand_computed():
     parts = minibatch_slices(3, 4)  # rows 0, 1, 2 and an empty fourth
     assert minibatch_counts(mask, parts, "token_mean") == [2.0, 3.0, 1.0, 0.0]  # unclamped: summed over ranks
     assert minibatch_counts(mask, parts, "seq_mean") == [1.0, 1.0, 1.0, 0.0]
-    assert minibatch_micro_counts(minibatch_slices(7, 2), 3) == [2, 1]  # 4 rows -> 3 + 1; 3 rows -> 3
-    assert minibatch_micro_counts(minibatch_slices(0, 2), 3) == [0, 0]
+    lengths = [10, 30, 20, 20, 50, 5, 5]
+    assert [len(micro_slices(p, lengths, 3)) for p in minibatch_slices(7, 2)] == [2, 1]  # 4 rows -> 3 + 1; 3 -> 3
+    assert micro_slices(slice(0, 0), [], 3) == []
+    # a budget of 60 padded tokens: [10, 30] (2 x 30), [20, 20] (2 x 20; a third row would make 3 x 50),
+    # [50] alone, [5, 5]; a row over the budget goes alone; rl.micro_batch is then not a cap
+    assert micro_slices(slice(0, 7), lengths, 1, 60) == [slice(0, 2), slice(2, 4), slice(4, 5), slice(5, 7)]
+    assert micro_slices(slice(4, 7), lengths, 1, 40) == [slice(4, 5), slice(5, 7)]
     with pytest.raises(ValueError, match="micro_batch"):
-        minibatch_micro_counts(parts, 0)
+        micro_slices(parts[0], lengths, 0)
+    with pytest.raises(ValueError, match="micro_tokens"):
+        micro_slices(parts[0], lengths, 1, 0)
 
 
 @pytest.mark.parametrize("lora", [None, {"r": 2, "alpha": 4, "dropout": 0.0, "target_modules": None}])

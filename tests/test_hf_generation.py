@@ -330,3 +330,32 @@ def test_a_growing_cache_layer_holds_what_concatenation_would():
     assert grow.get_seq_length() == cat.get_seq_length() == 5 + 150 - 7
     k, v = torch.randn(4, 3, 2, 4), torch.randn(4, 3, 2, 4)
     assert all(torch.equal(a, b) for a, b in zip(grow.update(k, v), cat.update(k, v)))
+
+
+@pytest.mark.parametrize("params", [SamplingParams(max_new_tokens=12, temperature=0.7, top_k=5, top_p=0.9, seed=4),
+                                    GREEDY], ids=["sampled-topk-topp", "greedy"])
+def test_sampled_logprobs_without_per_step_scores_equal_transformers_own(fenced, params):
+    """The plain path records each sampled token's log-prob itself (SampledLogprobs, one [rows, vocab]
+    buffer) instead of keeping every step's scores: the same tokens as transformers' own warpers
+    draw with the same seed, and the log-probs compute_transition_scores gives from output_scores."""
+    from transformers import StoppingCriteriaList
+
+    from chorus.policy.hf_generation import FenceCriteria
+
+    model, tok = fenced
+    [gens] = [HFEngine(model, tok, generation="plain").generate(PROMPTS[:2], n=3, params=params)]
+    batch = tok([p for p in PROMPTS[:2] for _ in range(3)], return_tensors="pt", padding=True, add_special_tokens=False)
+    width, sample = batch["input_ids"].shape[1], params.temperature > 0
+    torch.manual_seed(params.seed)
+    out = model.generate(**batch, max_new_tokens=params.max_new_tokens, do_sample=sample,
+                         temperature=params.temperature if sample else None, top_k=params.top_k if sample else None,
+                         top_p=params.top_p if sample else None, pad_token_id=tok.pad_token_id,
+                         eos_token_id=tok.eos_token_id, output_scores=True, return_dict_in_generate=True,
+                         stopping_criteria=StoppingCriteriaList([FenceCriteria(tok, 6, width, "cpu")]))
+    want = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+    for row, g in enumerate(g for gs in gens for g in gs):
+        n = len(g.token_ids)
+        assert g.token_ids == out.sequences[row, width:width + n].tolist() and n > 0
+        torch.testing.assert_close(torch.tensor(g.logprobs), want[row, :n].float(), rtol=0, atol=1e-4)
+    if sample:  # top-k 5 cut most of the vocabulary: a token outside it would be -inf
+        assert all(lp > -30 for gs in gens for g in gs for lp in g.logprobs)

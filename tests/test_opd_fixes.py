@@ -52,7 +52,7 @@ def test_opd_direct_micro_loss_compares_the_distributions_the_student_samples_fr
     from chorus.policy.models import load_model
     from chorus.policy.tiny import build_tiny
     from chorus.rl.algos import OPD_ALGO
-    from chorus.rl.losses import token_logprobs
+    from chorus.rl.logprobs import forward_logprobs
     from chorus.rl.module import Hooks
 
     teacher_dir = build_tiny("xs", seed=1, cache_root=cache_root)
@@ -73,9 +73,8 @@ def test_opd_direct_micro_loss_compares_the_distributions_the_student_samples_fr
                            opd=ConsolidationConf(name="opd", mode=OPDMode.direct),
                            teachers=TeacherModels([Teacher("t", str(teacher_dir), "online")]))
         with torch.no_grad():
-            logits = student(input_ids=ids, attention_mask=attn).logits
-            logp = token_logprobs(logits, ids, temp)[0]
-            loss, _ = module.micro_loss(batch, slice(0, 2), ids, attn, mask, logits, logp, 8.0)
+            fwd = forward_logprobs(student, ids, attn, mask, temp)
+            loss, _ = module.micro_loss(batch, slice(0, 2), ids, attn, mask, fwd, 8.0)
         # position k's distribution predicts token k+1: completion tokens 3..6 are scored at positions 2..5
         p_s, p_t = torch.softmax(z_s[:, 2:6] / temp, -1), torch.softmax(z_t[:, 2:6] / temp, -1)
         want = float((p_s * (p_s.log() - p_t.log())).sum()) / 8.0

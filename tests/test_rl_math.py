@@ -114,7 +114,8 @@ def test_sft_loss_matches_cross_entropy_on_labelled_tokens():
     labels = torch.tensor([[-100, 3, 4, 5, 6], [-100, -100, 1, 2, -100]])
     expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 11), labels[:, 1:].reshape(-1),
                                                  ignore_index=-100)
-    assert float(sft_loss(logits, labels)) == pytest.approx(float(expected), rel=1e-6)
+    logp = token_logprobs(logits, labels.clamp(min=0))[0]  # the labelled tokens' log-probs (-100: any id)
+    assert float(sft_loss(logp, labels)) == pytest.approx(float(expected), rel=1e-6)
 
 
 def test_rl_algo_registry_defaults_and_overrides():

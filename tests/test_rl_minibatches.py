@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.plugins.precision.amp import MixedPrecision
 
 from chorus.config_schema import RLConf
 from chorus.rl.algos import get_algo
@@ -44,20 +45,26 @@ class TinyPolicy(torch.nn.Module):
         torch.manual_seed(0)
         self.emb = torch.nn.Embedding(7, 5)
         self.out = torch.nn.Linear(5, 7)
+        self.widths = []  # the padded width of each forward pass
 
     def forward(self, input_ids, attention_mask=None):
+        self.widths.append(input_ids.size(1))
         return SimpleNamespace(logits=self.out(torch.tanh(self.emb(input_ids))))
 
 
-def synthetic_batch() -> RolloutBatch:
+def synthetic_batch(ragged: bool = False) -> RolloutBatch:
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 7, (8, 6), generator=g)
     comp = torch.zeros(8, 6, dtype=torch.long)
     comp[:, 2:] = 1
+    attn = torch.ones_like(ids)
+    if ragged:  # right-padded rows of 6, 3, 4, 6, 3, 3, 5, 6 tokens
+        for row, n in enumerate([6, 3, 4, 6, 3, 3, 5, 6]):
+            attn[row, n:], comp[row, n:] = 0, 0
     # the engine's log-probs are deliberately wrong: the module must not use them
     engine = torch.full((8, 6), -0.5) * comp
     adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 1.0, -1.0])
-    return RolloutBatch(ids, torch.ones_like(ids), comp, engine, adv, rows=[{}] * 8, stats={})
+    return RolloutBatch(ids, attn, comp, engine * comp, adv, rows=[{}] * 8, stats={})
 
 
 class Grads(L.Callback):
@@ -68,15 +75,17 @@ class Grads(L.Callback):
         self.grads.append(torch.cat([p.grad.flatten().clone() for p in module.model.parameters()]))
 
 
-def fit(mini_batches: int, eps_high: float, epochs: int = 1, rollouts: int = 1):
+def fit(mini_batches: int, eps_high: float, epochs: int = 1, rollouts: int = 1, micro_tokens=None, ragged=False,
+        plugins=None, precision="32-true"):
     rl = RLConf(mini_batches=mini_batches, epochs=epochs, micro_batch=3, lr=0.3, warmup_steps=1, grad_clip=1e9,
-                temperature=0.7, max_new_tokens=4)
+                temperature=0.7, max_new_tokens=4, micro_tokens=micro_tokens)
     seen = []
-    hooks = Hooks(rollout=lambda step: synthetic_batch(), on_step=lambda step, b, st: seen.append(st))
+    hooks = Hooks(rollout=lambda step: synthetic_batch(ragged), on_step=lambda step, b, st: seen.append(st))
     module = RLModule(TinyPolicy(), get_algo("dapo", eps_high=eps_high), rl, hooks, identity={})
     grads = Grads()
     trainer = L.Trainer(max_steps=rollouts, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, callbacks=[grads])
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=[grads], plugins=plugins,
+                        **({} if plugins else {"precision": precision}))
     trainer.fit(module, train_dataloaders=_loader())
     return trainer, seen, grads.grads
 
@@ -110,3 +119,37 @@ def test_epochs_multiply_optimizer_steps_not_rollouts():
     trainer, stats, grads = fit(2, eps_high=0.28, epochs=2, rollouts=2)
     assert trainer.global_step == 2 and len(stats) == 2 and len(grads) == 8
     assert all(s["optimizer_steps"] == 4 for s in stats)
+
+
+def test_token_budget_micro_batches_give_the_same_update():
+    # rows of 6, 3, 4, 6 | 3, 3, 5, 6 tokens in two mini-batches; a budget of 9 padded tokens cuts them
+    # into [6], [3, 4], [6] | [3, 3], [5], [6]: six passes where micro_batch=3 makes four
+    t_rows, by_rows, g_rows = fit(2, eps_high=0.28, ragged=True)
+    t_tokens, by_tokens, g_tokens = fit(2, eps_high=0.28, ragged=True, micro_tokens=9)
+    # the old log-probs over all 8 rows, then the two mini-batches; each pass cut to its longest row
+    assert t_rows.lightning_module.model.widths == [6, 6, 6, 6, 6, 5, 6]  # [0:3] [3:6] [6:8] | [0:3] [3] | [4:7] [7]
+    assert t_tokens.lightning_module.model.widths == [6, 4, 6, 3, 5, 6] * 2
+    assert len(g_rows) == len(g_tokens) == 2
+    for a, b in zip(g_rows, g_tokens):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert by_rows[0]["loss"] == pytest.approx(by_tokens[0]["loss"], rel=1e-5)
+    assert by_rows[0]["ratio_dev_max"] > 0.05  # the second mini-batch moved: the comparison covers the clip
+
+
+class CachedAutocast(MixedPrecision):
+    """bf16-mixed as Lightning <= 2.5 ran it: autocast with its cast cache on (2.6 turns it off)."""
+
+    def autocast_context_manager(self):
+        return torch.autocast(self.device, dtype=torch.bfloat16, cache_enabled=True)
+
+
+def test_a_cached_autocast_does_not_feed_later_minibatches_stale_weights():
+    # Two optimizer steps inside one autocast context. With the cache on and never cleared, the second
+    # mini-batch's forward reuses the bf16 copies of the weights from before the first step: its ratio
+    # and gradient then differ from a run without the cache (measured: ratio_dev_max 0.43 against 2.83).
+    _, plain, g_plain = fit(2, eps_high=0.28, precision="bf16-mixed")
+    _, cached, g_cached = fit(2, eps_high=0.28, plugins=[CachedAutocast("bf16-mixed", "cpu")])
+    assert plain[0]["ratio_dev_max"] > 0.5 and plain[0]["ratio_dev_first"] == 0
+    assert cached[0]["ratio_dev_max"] == plain[0]["ratio_dev_max"]
+    for a, b in zip(g_plain, g_cached):
+        assert torch.equal(a, b)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 
 def pg_advantages(student_logp: torch.Tensor, teacher_logp: torch.Tensor) -> torch.Tensor:
@@ -50,3 +51,23 @@ def generalized_jsd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, 
 
 
 DIVERGENCES = {"reverse_kl": reverse_kl, "jsd": generalized_jsd}
+
+
+def chunked_divergence(divergence, s_head, s_hidden, t_head, t_hidden, normalizer: float, chunk: int,
+                       **kw) -> torch.Tensor:
+    """`divergence` summed over N positions given as features and heads ([N, H] hidden states through
+    each model's output head: rl/logprobs.Forward), `chunk` positions at a time. Each student chunk is
+    checkpointed, so only one chunk's [chunk, vocab] logits (student and teacher) exist at once."""
+    def piece(h, t):
+        with torch.no_grad():
+            t_logits = t_head(t)
+        s_logits = s_head(h)
+        ones = s_logits.new_ones(1, s_logits.size(0))
+        return divergence(s_logits[None], t_logits[None].to(s_logits.dtype), ones, normalizer, **kw)
+
+    total = s_hidden.new_zeros((), dtype=torch.float32)
+    for i in range(0, s_hidden.size(0), chunk):
+        h, t = s_hidden[i:i + chunk], t_hidden[i:i + chunk]
+        part = checkpoint(piece, h, t, use_reentrant=False) if h.requires_grad else piece(h, t)
+        total = total + part
+    return total

@@ -4,15 +4,17 @@ under one normaliser, clipping, one optimizer step) with a distillation objectiv
 mode=pg: per-token advantage -(log pi_s - log pi_t) through the clipped policy-gradient loss.
 mode=direct: a divergence over the vocabulary at each sampled position (reverse KL or GKD's JSD)
 between the two distributions at rl.temperature, the one the student samples from; it needs the
-routed teachers' logits in the update, so it keeps them in memory."""
+routed teachers in the update, so it keeps them in memory. Both run on completion positions only, a
+chunk of positions' logits at a time (rl/logprobs.py)."""
 from __future__ import annotations
 
 import torch
 
 from ..config_schema import ConsolidationConf
+from ..rl.logprobs import forward_logprobs
 from ..rl.losses import clipped_pg_loss
 from ..rl.module import RLModule
-from .losses import DIVERGENCES, pg_advantages
+from .losses import DIVERGENCES, chunked_divergence, pg_advantages
 
 
 class OPDModule(RLModule):
@@ -34,22 +36,27 @@ class OPDModule(RLModule):
         if self.teachers is not None:
             self.teachers.to(self.device)
 
-    def micro_loss(self, b, sl: slice, ids, attn, mask, logits, logp, normalizer: float):
-        t_logp = b.teacher_logprobs[sl].to(self.device)
+    def micro_loss(self, b, sl: slice, ids, attn, mask, fwd, normalizer: float):
+        logp = fwd.logp
+        t_logp = b.teacher_logprobs[sl, :ids.size(1)].to(self.device)
         stats = {"kl_sum": float(((logp.detach() - t_logp) * mask).sum())}
         if self.mode == "pg":
             adv = pg_advantages(logp, t_logp) * mask
-            loss, st = clipped_pg_loss(logp, b.old_logprobs[sl].to(self.device), adv, mask, self.algo.eps_low,
+            loss, st = clipped_pg_loss(logp, b.old_logprobs[sl, :ids.size(1)].to(self.device), adv, mask, self.algo.eps_low,
                                        self.algo.eps_high, "token_mean", normalizer)
             return loss, {**st, **stats}
-        t_logits = torch.zeros_like(logits)
+        # direct: the divergence at each completion position, between the student's head on its hidden
+        # states (fwd) and the routed teacher's, a chunk of positions at a time (rl/logprobs.py)
         names = b.teacher_of[sl]
+        rows_of = fwd.select.nonzero()[:, 0]  # the row of each of the N completion positions
+        loss = fwd.hidden.new_zeros((), dtype=torch.float32)
+        kw = {"beta": self.beta} if self.divergence == "jsd" else {}
         for name in dict.fromkeys(names):
             rows = torch.tensor([i for i, n in enumerate(names) if n == name], device=self.device)
             with self.teachers.use(name) as teacher, torch.no_grad():
-                t_logits[rows] = teacher(input_ids=ids[rows], attention_mask=attn[rows]).logits.to(logits.dtype)
-        kw = {"beta": self.beta} if self.divergence == "jsd" else {}
-        # position t-1's distribution predicts token t: align logits with the next token's mask
-        loss = DIVERGENCES[self.divergence](logits[:, :-1], t_logits[:, :-1], mask[:, 1:], normalizer,
-                                            temperature=self.rl.temperature, **kw)
+                t = forward_logprobs(teacher, ids[rows], attn[rows], mask[rows], chunk=self.logit_chunk)
+            keep = torch.isin(rows_of, rows)  # this teacher's rows' positions, in the same (row-major) order
+            loss = loss + chunked_divergence(DIVERGENCES[self.divergence], fwd.head, fwd.hidden[keep], t.head,
+                                             t.hidden, normalizer, self.logit_chunk, temperature=self.rl.temperature,
+                                             **kw)
         return loss, stats

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..policy.models import load_model
-from ..rl.losses import token_logprobs
+from ..rl.logprobs import forward_logprobs
 from ..rl.rollouts import RolloutBatch, RolloutSpec, pad_sequences, sample_groups, sample_stats
 from .routing import route
 from .teachers import Teacher, TeacherRewards
@@ -58,7 +58,7 @@ class TeacherModels:
 
 def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, rewards: TeacherRewards,
                 teachers: TeacherModels, order: list[str], margin: float = 0.0, seed: int = 0,
-                micro_batch: int = 8) -> OPDBatch:
+                micro_batch: int = 8, logit_chunk: int = 1024) -> OPDBatch:
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
     teacher_r = rewards.for_tasks(tasks)
@@ -88,9 +88,10 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
             device = next(model.parameters()).device
             for start in range(0, len(idx), micro_batch):
                 part = torch.tensor(idx[start:start + micro_batch])
-                logits = model(input_ids=ids[part].to(device), attention_mask=attn[part].to(device)).logits
                 # at the student's sampling temperature, as the student's own log-probs are
-                t_logp[part] = token_logprobs(logits, ids[part].to(device), spec.params.temperature)[0].float().cpu()
+                t_logp[part] = forward_logprobs(model, ids[part].to(device), attn[part].to(device),
+                                                comp[part].to(device), spec.params.temperature,
+                                                logit_chunk).logp.float().cpu()
         m = comp[idx].bool()
         if m.any():
             kl[name] = float((old[idx] - t_logp[idx])[m].mean())

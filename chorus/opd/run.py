@@ -59,7 +59,7 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                              cache=ctx.out / "teacher_rewards.jsonl", reward_cfg=rl.reward)
     order = [t.name for t in teachers]
     collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
-                                micro_batch=rl.micro_batch)
+                                micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk)
     module = functools.partial(OPDModule, opd=opd, teachers=models)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student)})
     return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer,

@@ -66,7 +66,8 @@ class HFEngine:
         """`n` samples for each prompt; result[i][j] is sample j of prompt i."""
         from transformers import StoppingCriteriaList
 
-        from .hf_generation import FenceCriteria, cache_kwarg, decode_kwargs, resolve_mode, shared_prefix_cache
+        from .hf_generation import (FenceCriteria, cache_kwarg, decode_kwargs, resolve_mode, sampling_processors,
+                                    shared_prefix_cache)
         from .shared_decode import loop_applies, shared_decode
 
         self._apply_threads()
@@ -87,13 +88,15 @@ class HFEngine:
                 extra[cache_kwarg(self.model)] = cache
         torch.manual_seed(params.seed)
         sample = params.temperature > 0
+        # The sampled tokens' log-probs come from SampledLogprobs (one [rows, vocab] buffer), not from
+        # output_scores (one per step); the warpers are ours, so generate is told to add none.
+        procs = sampling_processors(params.temperature if sample else 1.0, params.top_k if sample else 0,
+                                    params.top_p if sample else 1.0)
         out = self.model.generate(
-            **batch, max_new_tokens=params.max_new_tokens, do_sample=sample,
-            temperature=params.temperature if sample else None, top_p=params.top_p if sample else None,
-            top_k=params.top_k if sample else None, use_cache=True, pad_token_id=tok.pad_token_id,
-            eos_token_id=tok.eos_token_id, stopping_criteria=stop,
-            output_scores=True, return_dict_in_generate=True, **extra)
-        scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
+            **batch, max_new_tokens=params.max_new_tokens, do_sample=sample, temperature=1.0, top_p=1.0, top_k=0,
+            use_cache=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, stopping_criteria=stop,
+            logits_processor=procs, return_dict_in_generate=True, **extra)
+        scores = procs[-1].finish(out.sequences)
         prompt_lens = batch["attention_mask"].sum(1).tolist()
         results = []
         for new, lp, prompt_len in zip(out.sequences[:, width:].tolist(), scores, prompt_lens):  # one copy each

@@ -19,7 +19,8 @@ from __future__ import annotations
 import inspect
 
 import torch
-from transformers import CompileConfig, StoppingCriteria
+from transformers import (CompileConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria,
+                          TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 from ..modes import GenerationMode
@@ -50,6 +51,46 @@ def decode_kwargs(mode: str, device, compile: bool | None = None) -> dict:
         config._compile_all_devices = True  # transformers' own switch for compiling off CUDA
         kwargs["compile_config"] = config
     return kwargs
+
+
+class SampledLogprobs(LogitsProcessor):
+    """The log-prob of each sampled token under the distribution it was drawn from, without
+    `output_scores`, which keeps an fp32 [rows, vocab] tensor per decode step (~40 GB at 32 rows x
+    2,048 steps of Qwen3's vocabulary). Runs last in `logits_processor` with the sampling warpers
+    (temperature, top-k, top-p) before it, so it sees the final distribution; it keeps that step's
+    log-softmax only until the next call, which sees the token drawn from it. `finish` takes the
+    last step's tokens. Memory: one [rows, vocab] fp32 tensor and [rows, steps] floats."""
+
+    def __init__(self):
+        self.prev: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids, scores):
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.prev = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, sequences: torch.Tensor) -> list[list[float]]:
+        """[rows][steps] log-probs, given the finished sequences (prompt + completion)."""
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(1, sequences[:, -1:]).squeeze(1))
+            self.prev = None
+        return torch.stack(self.steps, dim=1).tolist() if self.steps else [[] for _ in range(sequences.size(0))]
+
+
+def sampling_processors(temperature: float, top_k: int, top_p: float) -> LogitsProcessorList:
+    """The sampling warpers transformers would add, in its order, then SampledLogprobs; generate is
+    then called with temperature 1, top_k 0 and top_p 1 so that it adds none of its own."""
+    procs = LogitsProcessorList()
+    if temperature != 1.0:
+        procs.append(TemperatureLogitsWarper(temperature))
+    if top_k:
+        procs.append(TopKLogitsWarper(top_k))
+    if top_p < 1.0:
+        procs.append(TopPLogitsWarper(top_p))
+    procs.append(SampledLogprobs())
+    return procs
 
 
 class FenceCriteria(StoppingCriteria):

@@ -54,13 +54,12 @@ def clipped_pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torc
     return loss, stats
 
 
-def sft_loss(logits: torch.Tensor, labels: torch.Tensor, normalizer: float | None = None) -> torch.Tensor:
-    """Next-token cross-entropy over labelled positions (-100 = ignore); token mean over the step."""
-    shift_logits, shift_labels = logits[:, :-1].float(), labels[:, 1:]
-    per = torch.nn.functional.cross_entropy(shift_logits.reshape(-1, shift_logits.size(-1)),
-                                            shift_labels.reshape(-1), ignore_index=-100, reduction="sum")
-    n = normalizer if normalizer is not None else int((shift_labels != -100).sum().clamp(min=1))
-    return per / n
+def sft_loss(logp: torch.Tensor, labels: torch.Tensor, normalizer: float | None = None) -> torch.Tensor:
+    """Next-token cross-entropy over labelled positions (-100 = ignore; position 0 has no prediction),
+    from each token's log-prob aligned as token_logprobs gives it; token mean over the micro-batch."""
+    mask = labels[:, 1:] != -100
+    n = normalizer if normalizer is not None else int(mask.sum().clamp(min=1))
+    return -(logp[:, 1:] * mask).sum() / n
 
 
 def minibatch_slices(rows: int, n: int) -> list[slice]:
@@ -94,19 +93,35 @@ def minibatch_normalizers(counts: list[float], world: int = 1) -> list[float]:
     return [max(1.0, float(c)) / world for c in counts]
 
 
-def minibatch_micro_counts(parts: list[slice], micro_batch: int) -> list[int]:
-    """Forward/backward passes of each mini-batch in slices of `micro_batch` rows (0 when empty)."""
+def micro_slices(part: slice, lengths: list[int], micro_batch: int, micro_tokens: int | None = None) -> list[slice]:
+    """The forward/backward passes of one mini-batch (rows `part`): slices of `micro_batch` rows, or,
+    with `micro_tokens`, as many consecutive rows as fit in that many padded tokens (rows x the longest
+    row's length, `lengths` per row; a row longer than the budget goes alone). Empty when part is."""
     if micro_batch < 1:
         raise ValueError(f"rl.micro_batch must be >= 1, got {micro_batch}")
-    return [-(-(sl.stop - sl.start) // micro_batch) for sl in parts]
+    if micro_tokens is not None and micro_tokens < 1:
+        raise ValueError(f"rl.micro_tokens must be >= 1 or null, got {micro_tokens}")
+    if micro_tokens is None:
+        return [slice(s, min(s + micro_batch, part.stop)) for s in range(part.start, part.stop, micro_batch)]
+    out, start, longest = [], part.start, 0
+    for i in range(part.start, part.stop):
+        longest = max(longest, lengths[i])
+        if i > start and (i - start + 1) * longest > micro_tokens:
+            out.append(slice(start, i))
+            start, longest = i, lengths[i]
+    if part.stop > part.start:
+        out.append(slice(start, part.stop))
+    return out
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0,
                    with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of each next token, aligned with `input_ids` ([B, T]; position 0 is 0), and optionally
     the entropy of each position's distribution. Logits are divided by the sampling temperature so
-    the result matches what the engine sampled from."""
-    logp_all = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
+    the result matches what the engine sampled from. In fp32 at least (fp64 stays fp64). The update
+    uses rl/logprobs.py, which gives these values at the completion positions without the full logits."""
+    logits = logits[:, :-1]
+    logp_all = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature, dim=-1)
     picked = logp_all.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
     pad = picked.new_zeros(picked.size(0), 1)
     entropy = None

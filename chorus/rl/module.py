@@ -17,8 +17,8 @@ import torch
 
 from ..config_schema import RLConf
 from .algos import RLAlgo
-from .losses import (clipped_pg_loss, k3_kl, minibatch_counts, minibatch_micro_counts, minibatch_normalizers,
-                     minibatch_slices, token_logprobs)
+from .logprobs import Forward, forward_logprobs
+from .losses import clipped_pg_loss, k3_kl, micro_slices, minibatch_counts, minibatch_normalizers, minibatch_slices
 from .rollouts import RolloutBatch
 
 
@@ -38,6 +38,7 @@ class _Plan:
     parts: list[slice]  # this rank's rows of each mini-batch
     normalizers: list[float]  # each mini-batch's loss normaliser (over all ranks, / world size)
     micro: list[int]  # forward/backward passes of each mini-batch on every rank
+    slices: list[list[slice]]  # this rank's passes (rows) of each mini-batch
     steps: list[int]  # the mini-batch of each optimizer step (rl.epochs passes, globally empty ones left out)
 
 
@@ -47,17 +48,24 @@ def _no_closure():
 
 class RLModule(L.LightningModule):
     """`rl` gives the update's settings (lr, weight_decay, warmup_steps, micro_batch, grad_clip,
-    temperature, max_new_tokens); `identity` is what a resumed checkpoint must match."""
+    temperature, max_new_tokens); `identity` is what a resumed checkpoint must match; `logit_chunk`
+    (trainer.logit_chunk) how many completion positions' logits exist at once (rl/logprobs.py)."""
 
-    def __init__(self, model, algo: RLAlgo, rl: RLConf, hooks: Hooks, identity: dict, ref_model=None):
+    def __init__(self, model, algo: RLAlgo, rl: RLConf, hooks: Hooks, identity: dict, ref_model=None,
+                 logit_chunk: int = 1024):
         super().__init__()
         self.automatic_optimization = False
         self.model, self.ref_model = model, ref_model
         self.algo, self.rl, self.hooks, self.identity = algo, rl, hooks, identity
+        self.logit_chunk = logit_chunk
         self.batch: RolloutBatch | None = None
 
     def on_train_batch_start(self, batch, batch_idx):
         self.model.eval()
+        # No gradient memory through generation (the last update's were stepped already), and no stale
+        # autocast casts of the weights the last update changed.
+        self.optimizers().zero_grad(set_to_none=True)
+        torch.clear_autocast_cache()
         # Hooks run outside the precision's autocast: enter it, so the fp32 policy samples (and its
         # old log-probs come) at the precision the update computes in (bf16-mixed on GPUs; nothing on CPU).
         with self.trainer.precision_plugin.forward_context():
@@ -97,8 +105,8 @@ class RLModule(L.LightningModule):
         # float32: every backend reduces it (MPS has no float64), and counts below 2**24 stay exact
         counts = torch.tensor(minibatch_counts(b.completion_mask[:rows], parts, self.algo.aggregation),
                               dtype=torch.float32, device=self.device)
-        micro = torch.tensor(minibatch_micro_counts(parts, self.rl.micro_batch), dtype=torch.float32,
-                             device=self.device)
+        slices = [self._micro(b, p) for p in parts]
+        micro = torch.tensor([len(s) for s in slices], dtype=torch.float32, device=self.device)
         world = self.trainer.world_size
         if world > 1:  # every rank reaches these collectives, kept rows or not
             counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
@@ -106,7 +114,20 @@ class RLModule(L.LightningModule):
         normalizers = minibatch_normalizers(counts.tolist(), world)
         micro_counts = [int(m) for m in micro]
         steps = [k for _ in range(self.rl.epochs) for k in range(len(parts)) if micro_counts[k]]
-        return _Plan(parts, normalizers, micro_counts, steps)
+        return _Plan(parts, normalizers, micro_counts, slices, steps)
+
+    def _micro(self, b: RolloutBatch, part: slice) -> list[slice]:
+        """The rows of each forward/backward pass over `part`: rl.micro_batch rows, or rl.micro_tokens."""
+        lengths = b.attention_mask.sum(-1).tolist() if self.rl.micro_tokens else []
+        return micro_slices(part, lengths, self.rl.micro_batch, self.rl.micro_tokens)
+
+    @staticmethod
+    def _rows(b: RolloutBatch, sl: slice, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """ids, attention and completion masks of rows `sl`, cut to their longest row: right padding that
+        every row of the slice has is not computed."""
+        width = max(1, int(b.attention_mask[sl].sum(-1).max())) if sl.stop > sl.start else 1
+        return (b.input_ids[sl, :width].to(device), b.attention_mask[sl, :width].to(device),
+                b.completion_mask[sl, :width].to(device))
 
     def _update(self, b: RolloutBatch, opt, plan: "_Plan") -> dict:
         """rl.epochs passes over the rollout, each cut into rl.mini_batches optimizer steps. Only the
@@ -120,13 +141,16 @@ class RLModule(L.LightningModule):
         n_steps = len(plan.steps)
         for i, k in enumerate(plan.steps):
             opt.zero_grad(set_to_none=True)
-            st = self._backward(b, plan.parts[k], plan.normalizers[k], plan.micro[k])
+            st = self._backward(b, plan.slices[k], plan.normalizers[k], plan.micro[k])
             sums["grad_norm"] += self._grad_norm()
             self.clip_gradients(opt, gradient_clip_val=self.rl.grad_clip, gradient_clip_algorithm="norm")
             if i == n_steps - 1:
                 opt.step()
             else:
                 self.trainer.strategy.optimizer_step(opt.optimizer, closure=_no_closure)
+            # The weights changed inside one autocast context: an autocast with its cast cache on (Lightning
+            # <= 2.5's) would give the next mini-batch the old bf16 copies, and a ratio of exactly 1.
+            torch.clear_autocast_cache()
             for key in ("loss", "clip_frac_low", "clip_frac_high", "entropy", "kl", "tokens", "padding_passes"):
                 sums[key] += st[key]
             ratio_dev_max = max(ratio_dev_max, st["ratio_dev_max"])
@@ -147,37 +171,32 @@ class RLModule(L.LightningModule):
         may be pre-temperature or from other kernels. Replaces b.old_logprobs; returns the mean
         |engine - trainer| gap over completion tokens (a diagnostic)."""
         old = torch.zeros(b.old_logprobs.shape, dtype=torch.float32)
-        for start in range(0, b.input_ids.size(0), self.rl.micro_batch):
-            sl = slice(start, start + self.rl.micro_batch)
-            ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
-            logits = self.model(input_ids=ids, attention_mask=attn).logits
-            old[sl] = token_logprobs(logits, ids, self.rl.temperature)[0].float().cpu()
+        for sl in self._micro(b, slice(0, b.input_ids.size(0))):
+            ids, attn, mask = self._rows(b, sl, self.device)
+            old[sl, :ids.size(1)] = self._forward(self.model, ids, attn, mask).logp.float().cpu()
         mask = b.completion_mask.float()
         old = old * mask
         gap = float(((old - b.old_logprobs.float()).abs() * mask).sum() / mask.sum().clamp(min=1))
         b.old_logprobs = old
         return gap
 
-    def _backward(self, b: RolloutBatch, part: slice, normalizer: float, passes: int) -> dict:
-        """Forward/backward of one mini-batch (rows `part` of the rollout) in rl.micro_batch slices,
-        then zero-weight passes up to `passes`, the most micro-batches any rank runs for it."""
+    def _backward(self, b: RolloutBatch, slices: list[slice], normalizer: float, passes: int) -> dict:
+        """Forward/backward of one mini-batch in its micro-batches (`slices` of the rollout's rows), then
+        zero-weight passes up to `passes`, the most micro-batches any rank runs for it."""
         sums = {"loss": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0, "kl": 0.0, "tokens": 0.0,
                 "ratio_dev_max": 0.0, "padding_passes": 0.0}
         done = 0
-        for start in range(part.start, part.stop, self.rl.micro_batch):
-            sl = slice(start, min(start + self.rl.micro_batch, part.stop))
-            ids, attn = b.input_ids[sl].to(self.device), b.attention_mask[sl].to(self.device)
-            mask = b.completion_mask[sl].to(self.device)
-            logits = self.model(input_ids=ids, attention_mask=attn).logits
-            logp, entropy = token_logprobs(logits, ids, self.rl.temperature, with_entropy=True)
-            loss, st = self.micro_loss(b, sl, ids, attn, mask, logits, logp, normalizer)
+        for sl in slices:
+            ids, attn, mask = self._rows(b, sl, self.device)
+            fwd = self._forward(self.model, ids, attn, mask, with_entropy=True)
+            loss, st = self.micro_loss(b, sl, ids, attn, mask, fwd, normalizer)
             self.manual_backward(loss)
             done += 1
             n = float(mask.sum())
             sums["loss"] += float(loss.detach())
             sums["clip_frac_low"] += st.get("clip_frac_low", 0.0) * n
             sums["clip_frac_high"] += st.get("clip_frac_high", 0.0) * n
-            sums["entropy"] += float((entropy.detach() * mask).sum())
+            sums["entropy"] += float((fwd.entropy * mask).sum())
             sums["kl"] += st.get("kl_sum", 0.0)
             sums["tokens"] += n
             sums["ratio_dev_max"] = max(sums["ratio_dev_max"], st.get("ratio_dev_max", 0.0))
@@ -194,12 +213,18 @@ class RLModule(L.LightningModule):
         logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
         self.manual_backward(logits.float().sum() * 0.0)
 
-    def micro_loss(self, b: RolloutBatch, sl: slice, ids, attn, mask, logits, logp,
+    def _forward(self, model, ids, attn, mask, with_entropy: bool = False) -> Forward:
+        """Log-probs of the completion tokens only, at the sampling temperature (rl/logprobs.py)."""
+        return forward_logprobs(model, ids, attn, mask, self.rl.temperature, self.logit_chunk, with_entropy)
+
+    def micro_loss(self, b: RolloutBatch, sl: slice, ids, attn, mask, fwd: Forward,
                    normalizer: float) -> tuple[torch.Tensor, dict]:
         """The policy-gradient loss of one micro-batch (subclasses swap in other objectives). `ids`,
-        `attn` and `mask` are the slice's tensors already on the device."""
-        ref = self._ref_logprobs(ids, attn) if self.algo.needs_reference else None
-        loss, st = clipped_pg_loss(logp, b.old_logprobs[sl].to(self.device), b.advantages[sl].to(self.device), mask,
+        `attn` and `mask` are the slice's tensors already on the device; `fwd` the policy's forward."""
+        logp = fwd.logp
+        ref = self._ref_logprobs(ids, attn, mask) if self.algo.needs_reference else None
+        old = b.old_logprobs[sl, :ids.size(1)].to(self.device)
+        loss, st = clipped_pg_loss(logp, old, b.advantages[sl].to(self.device), mask,
                                    self.algo.eps_low, self.algo.eps_high, self.algo.aggregation, normalizer,
                                    self.rl.max_new_tokens, ref, self.algo.kl_coef)
         if ref is not None:
@@ -207,13 +232,11 @@ class RLModule(L.LightningModule):
         return loss, st
 
     @torch.no_grad()
-    def _ref_logprobs(self, ids, attn):
+    def _ref_logprobs(self, ids, attn, mask):
         if self.ref_model is not None:
-            logits = self.ref_model(input_ids=ids, attention_mask=attn).logits
-        else:  # LoRA: the reference is the base model, i.e. the policy with its adapter off
-            with self.model.disable_adapter():
-                logits = self.model(input_ids=ids, attention_mask=attn).logits
-        return token_logprobs(logits, ids, self.rl.temperature)[0]
+            return self._forward(self.ref_model, ids, attn, mask).logp
+        with self.model.disable_adapter():  # LoRA: the reference is the base model, i.e. the policy with its adapter off
+            return self._forward(self.model, ids, attn, mask).logp
 
     def _grad_norm(self) -> float:
         norms = [p.grad.detach().norm() for p in self.model.parameters() if p.grad is not None]

@@ -217,7 +217,9 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
 
         hooks = Hooks(rollout, state=sampler.state_dict, restore=sampler.load_state_dict, on_step=after_step,
                       sync_weights=_engine_sync(engine) if rl.engine == "vllm" else None)
-        module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref)
+        use_gradient_checkpointing(model, trainer)
+        module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
+                                  logit_chunk=trainer.logit_chunk)
         last = ckpt_dir / "last.ckpt"
         resume = str(last) if rl.resume and last.exists() else None
         _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), _checkpoint_step(resume) if resume else 0)
@@ -259,6 +261,25 @@ def eval_device(trainer: TrainerConf, cuda_available: bool | None = None) -> tor
     if isinstance(devices, (list, tuple)) or OmegaConf.is_list(devices):
         return torch.device("cuda", int(list(devices)[0]))
     return torch.device("cuda", 0)  # a count (or "auto", -1) starts at device 0
+
+
+def use_gradient_checkpointing(model, trainer: TrainerConf) -> bool:
+    """Turn on activation checkpointing (non-reentrant: it works with frozen embeddings under LoRA and
+    with a detached old-policy pass) as trainer.gradient_checkpointing says; null: where the policy
+    trains on a GPU. transformers checkpoints only in train mode, so rollouts and evaluations are not
+    slowed. Returns whether it is on."""
+    on = trainer.gradient_checkpointing
+    if on is None:
+        on = eval_device(trainer).type == "cuda"
+    if on:
+        if not getattr(model, "supports_gradient_checkpointing", False):
+            raise ValueError(f"trainer.gradient_checkpointing=true, but {type(model).__name__} does not support it; "
+                             "set trainer.gradient_checkpointing=false")
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2 renamed it
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return bool(on)
 
 
 def _lightning(rl: RLConf, trainer: TrainerConf, out: Path, ckpt_dir: Path) -> L.Trainer:

@@ -1,5 +1,6 @@
 """The SFT LightningModule: next-token loss on completion tokens, AdamW with warmup then linear
-decay. Only trainers know Lightning; the loss itself is `chorus.rl.losses.sft_loss`."""
+decay. Only trainers know Lightning; the loss itself is `chorus.rl.losses.sft_loss`, on the labelled
+positions' log-probs only (rl/logprobs.py: no full-vocabulary logits over the prompt)."""
 from __future__ import annotations
 
 import logging
@@ -7,6 +8,7 @@ import logging
 import lightning as L
 import torch
 
+from ..rl.logprobs import forward_logprobs
 from ..rl.losses import sft_loss
 
 log = logging.getLogger("chorus.sft")
@@ -14,17 +16,20 @@ log = logging.getLogger("chorus.sft")
 
 class SFTModule(L.LightningModule):
     def __init__(self, model, lr: float = 1e-3, weight_decay: float = 0.0, warmup_steps: int = 10,
-                 total_steps: int = 100, on_step=None):
+                 total_steps: int = 100, on_step=None, logit_chunk: int = 1024):
         super().__init__()
         self.model = model
         self.lr, self.weight_decay = lr, weight_decay
         self.warmup_steps, self.total_steps = warmup_steps, max(total_steps, 1)
         self.losses: list[float] = []
         self.on_step = on_step  # (step, scalars) -> None, e.g. a W&B mirror
+        self.logit_chunk = logit_chunk
 
     def training_step(self, batch, batch_idx):
-        logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        loss = sft_loss(logits, batch["labels"])
+        labels = batch["labels"]
+        logp = forward_logprobs(self.model, batch["input_ids"], batch["attention_mask"], labels != -100,
+                                chunk=self.logit_chunk).logp
+        loss = sft_loss(logp, labels)
         self.losses.append(float(loss.detach()))
         if self.global_step % 20 == 0 or self.global_step + 1 == self.total_steps:
             log.info("sft step %d/%d loss %.4f", self.global_step + 1, self.total_steps, self.losses[-1])

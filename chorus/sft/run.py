@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 
 from ..config_schema import TrainerConf
 from ..policy.models import export_merged, load_model
+from ..rl.run import use_gradient_checkpointing
 from .data import Example
 from .dataset import Collator, encode
 from .module import SFTModule
@@ -33,8 +34,11 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
     random.Random(seed).shuffle(rows)
     loader = DataLoader(rows, batch_size=batch_size, shuffle=True, collate_fn=Collator(tok.pad_token_id),
                         generator=torch.Generator().manual_seed(seed))
-    module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps, on_step=on_step)
-    fit = sft_trainer(trainer or TrainerConf(), steps, grad_clip, out_dir)
+    trainer = trainer or TrainerConf()
+    use_gradient_checkpointing(model, trainer)
+    module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps, on_step=on_step,
+                       logit_chunk=trainer.logit_chunk)
+    fit = sft_trainer(trainer, steps, grad_clip, out_dir)
     fit.fit(module, loader)
     if fit.interrupted:
         raise KeyboardInterrupt

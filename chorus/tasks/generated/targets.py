@@ -57,10 +57,12 @@ def _key(task: Task, version: str) -> str:
     return h.hexdigest()[:24]
 
 
-def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: str | None = None) -> list[Task]:
+def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: str | None = None,
+                      isolation: str = "required") -> list[Task]:
     """Set each generated task's `targets["overall"]` from measurement (in place; returns `tasks`) and
     record the measurement in `meta["calibration"]`. A measurement that fails raises: a task without a
-    real target must not be scored as if it had one."""
+    real target must not be scored as if it had one. `isolation` (simulator.isolation) may be relaxed
+    where the kernel lacks a layer: the programs measured are chorus's own, not a model's."""
     from ...sim import SimConfig
     from ...sim.cache import default_cache_root
     from ...sim.pool import evaluate_many
@@ -71,7 +73,7 @@ def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: 
 
     if not tasks:
         return tasks
-    cfg = SimConfig(cache=False, cache_dir=cache_dir, run_timeout_s=120)
+    cfg = SimConfig(cache=False, cache_dir=cache_dir, run_timeout_s=120, isolation=isolation)
     root = default_cache_root(cache_dir) / "targets"
     version = find_toolchain().version
     todo, cached = [], {}
