@@ -239,6 +239,12 @@ class RLConf:
     # the trainer's fp32 masters and AdamW state (~16 bytes per parameter): TRL's colocated default,
     # not measured here
     vllm_memory: float = 0.3
+    # engine=vllm: sleep after each rollout (weights to the CPU, KV cache dropped) so the update has the
+    # GPU's memory; the weight sync after the update wakes it
+    vllm_sleep: bool = True
+    # engine=vllm: truncated importance sampling (TRL, verl): each token's loss is weighted by
+    # min(pi_trainer / pi_vllm, cap) of the old policy, correcting for the two engines' numerics; null = off
+    tis_cap: Optional[float] = 2.0
     # engine=hf (rollouts, held-out evaluations, OPD teachers): shared (plain's forward, each prompt
     # prefilled once for its samples, KV in growing buffers: plain's tokens, 2x+ faster on the tiny
     # model) | plain | static (static KV cache, compiled decoding on CUDA) | auto (static on CUDA,

@@ -60,7 +60,24 @@ def _job(kind: str, init: str, out: str, cache_dir: str, teacher: str | None = N
     ctx = context(out, SimConfig(cache=False, cache_dir=cache_dir, run_timeout_s=20), workers=1)
     trainer = TrainerConf(accelerator="cpu", devices=2, strategy="ddp")
     rl = rl_settings(group_size=2, micro_batch=1, mini_batches=2, max_new_tokens=24, max_prompt_tokens=PROMPT)
-    if kind == "rl":
+    if kind == "vllm":  # RL with engine=vllm on the stand-in LLM (tests/vllm_standin.py), one per rank
+        import vllm_standin
+
+        from chorus.rl.algos import get_algo
+        from chorus.rl.module import RLModule
+        from chorus.rl.run import Objective, train_rl
+
+        vllm_standin.install()
+        module = recording(RLModule)
+        module.hooks_out = out
+        info = train_rl(init, get_algo("dapo", dynamic_sampling=False), tasks, eval_tasks, ctx,
+                        rl=dataclasses.replace(rl, engine="vllm", steps=1), trainer=trainer,
+                        objective=Objective(module=module))
+        [llm] = vllm_standin.BUILT
+        rank = int(os.environ["RANK"])  # named for vLLM's external launcher by chorus.rl.run.vllm_options
+        (Path(out) / f"engine{rank}.json").write_text(json.dumps(
+            {"world_at_build": llm.world_at_build, "kwargs": llm.kwargs, "calls": llm.calls}))
+    elif kind == "rl":
         from chorus.rl.algos import get_algo
         from chorus.rl.module import RLModule
         from chorus.rl.rollouts import collect
@@ -197,6 +214,23 @@ def test_ddp_opd_direct_with_one_rank_all_skipped_ends_in_sync(sft_xs, tiny_xs, 
     assert u0["padding_passes"] == 0 and u1["padding_passes"] == 4
     decisions = [json.loads(ln) for ln in (tmp_path / "run/decisions.jsonl").read_text().splitlines()]
     assert len(decisions) == 2 and all(d["teacher"] == "good" for d in decisions)  # rank 0's, both routed
+
+
+@pytest.mark.slow
+def test_ddp_with_vllm_builds_one_engine_per_rank_inside_lightnings_process_group(sft_xs, sim, tmp_path):
+    """vLLM's own executor, built before fit, would initialise torch.distributed with a world of 1 that
+    Lightning then keeps: every rank would train alone. Built at train start, each rank's engine joins
+    the 2-rank group Lightning made (vLLM's external_launcher, tensor-parallel size 1), and the ranks
+    train one model."""
+    r0, r1, info = run_job(tmp_path, "vllm", str(sft_xs), str(tmp_path / "run"), sim.cache_dir)
+    assert info["steps"] == 1 and r0["world"] == r1["world"] == 2
+    _assert_same_weights_and_moved(r0, r1, sft_xs)
+    engines = [json.loads((tmp_path / f"run/engine{r}.json").read_text()) for r in (0, 1)]
+    for e in engines:
+        assert e["world_at_build"] == 2  # the process group existed when the engine was built
+        assert e["kwargs"]["distributed_executor_backend"] == "external_launcher"
+        assert e["kwargs"]["tensor_parallel_size"] == 1 and e["calls"][:2] == ["load", "reset"]
+    assert engines[1]["kwargs"]["seed"] == engines[0]["kwargs"]["seed"] + 1  # ranks sample apart
 
 
 if __name__ == "__main__":

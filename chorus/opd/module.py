@@ -42,8 +42,9 @@ class OPDModule(RLModule):
         stats = {"kl_sum": float(((logp.detach() - t_logp) * mask).sum())}
         if self.mode == "pg":
             adv = pg_advantages(logp, t_logp) * mask
-            loss, st = clipped_pg_loss(logp, b.old_logprobs[sl, :ids.size(1)].to(self.device), adv, mask, self.algo.eps_low,
-                                       self.algo.eps_high, "token_mean", normalizer)
+            old = b.old_logprobs[sl, :ids.size(1)].to(self.device)
+            loss, st = clipped_pg_loss(logp, old, adv, mask, self.algo.eps_low, self.algo.eps_high, "token_mean",
+                                       normalizer, is_weights=self._tis(b, sl, mask))
             return loss, {**st, **stats}
         # direct: the divergence at each completion position, between the student's head on its hidden
         # states (fwd) and the routed teacher's, a chunk of positions at a time (rl/logprobs.py)

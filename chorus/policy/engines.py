@@ -117,8 +117,10 @@ class HFEngine:
 
 
 def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str = "bfloat16", seed: int = 0,
-                threads: int | None = 1, generation: str = "shared", gpu_memory: float | None = None):
-    """`gpu_memory`: vLLM's share of the GPU (None: the engine's default for a GPU of its own)."""
+                threads: int | None = 1, generation: str = "shared", gpu_memory: float | None = None,
+                **vllm_options):
+    """`gpu_memory`: vLLM's share of the GPU (None: the engine's default for a GPU of its own);
+    `vllm_options`: vllm_engine.llm_kwargs' max_model_len, max_num_seqs, distributed and sleep."""
     if kind == "hf":
         return HFEngine(model, tokenizer, threads=threads, generation=generation)
     if kind == "vllm":
@@ -127,7 +129,7 @@ def make_engine(kind: str, model, tokenizer, path: str | None = None, dtype: str
         from .vllm_engine import VLLMEngine
 
         memory = {} if gpu_memory is None else {"gpu_memory": gpu_memory}
-        return VLLMEngine.open(path, tokenizer, dtype=dtype, seed=seed, generation=Generation, **memory)
+        return VLLMEngine.open(path, tokenizer, dtype=dtype, seed=seed, generation=Generation, **memory, **vllm_options)
     if kind == "openai":
         raise ValueError("engine=openai is built from policy.api_* settings by chorus.evaluate (open_openai_engine)")
     raise ValueError(f"unknown engine {kind!r}; choose hf, vllm or openai")

@@ -14,7 +14,17 @@ recomputes old log-probs with the trainer's own forward pass, so the engine's ar
 The engine lives in the trainer's process (VLLM_ENABLE_V1_MULTIPROCESSING=0, one GPU per engine):
 the trainer's full tensors reach the worker by reference through `collective_rpc`, never
 serialised. After each weight load the prefix cache is reset, or prompts cached before the update
-would be continued with KV computed by the old weights.
+would be continued with KV computed by the old weights. Under a multi-process strategy (DDP, FSDP)
+RL builds it only once the process group exists (rl/run.py, at train start) with vLLM's
+`external_launcher` backend, one engine of tensor-parallel size 1 per rank, as TRL's colocate mode
+does: vLLM's own executor would otherwise initialise torch.distributed with a world of 1, which
+Lightning then keeps, and every rank would train alone. `sleep` (level 1: weights to the CPU, KV
+cache dropped) frees the engine's memory for the update; `sync_weights` wakes it first.
+
+The stop rule is the HF engine's (fence_stop.fence_closed, applied to the tokens afterwards): a
+stop string cannot tell a closing fence from an untagged opening one, so none is given, and a
+completion is cut at the token where its fenced block closes (the tokens vLLM drew after it are
+dropped, as HF would not have drawn them).
 
 The pure functions below turn our settings into vLLM's arguments, so they are tested without vLLM;
 the classes touch vLLM only through the `LLM` object they are given.
@@ -24,7 +34,7 @@ from __future__ import annotations
 import os
 from importlib.metadata import PackageNotFoundError, version
 
-from .fence_stop import FENCES
+from .fence_stop import FenceStop
 
 MIN_VLLM = "0.10.2"
 # The worker extension's import path (vLLM imports it inside its worker) and its one method; the
@@ -34,9 +44,6 @@ LOAD_METHOD = "chorus_load_weights"
 # chorus.evaluate's engine has the GPU to itself: the share vLLM may take (weights + KV cache). RL
 # passes rl.vllm_memory instead, as it shares the GPU with the trainer.
 GPU_MEMORY_UTILIZATION = 0.85
-# A completion stops when its fenced block closes (the HF engine's rule, fence_stop.fence_closed): a
-# fence line on its own. The opening fence carries a language tag, so it never matches.
-STOP = tuple(f"\n{fence}\n" for fence in FENCES)
 TOP_K_DISABLED = -1  # vLLM's "consider all tokens" in every version from 0.10.2 on (0 only in newer ones)
 
 
@@ -67,28 +74,53 @@ def check_in_process(environ) -> None:
                          "(or set it to 0)")
 
 
-def llm_kwargs(path: str, dtype: str, seed: int, gpu_memory: float = GPU_MEMORY_UTILIZATION) -> dict:
-    """`LLM(**...)` for a model path or id, in `dtype`, seeded, taking `gpu_memory` of the GPU."""
+def llm_kwargs(path: str, dtype: str, seed: int, gpu_memory: float = GPU_MEMORY_UTILIZATION,
+               max_model_len: int | None = None, max_num_seqs: int | None = None, distributed: bool = False,
+               sleep: bool = False) -> dict:
+    """`LLM(**...)` for a model path or id, in `dtype`, seeded, taking `gpu_memory` of the GPU; at most
+    `max_model_len` tokens per sequence (prompt + completion: without it Qwen3-4B reserves KV for
+    40,960) and `max_num_seqs` at once; `distributed`: inside an existing process group (one engine
+    per rank, vLLM's external_launcher); `sleep`: sleep mode on (VLLMEngine.sleep)."""
     if not 0 < gpu_memory <= 1:
         raise ValueError(f"vLLM's GPU memory share must be in (0, 1], got {gpu_memory}; set rl.vllm_memory")
-    return dict(model=path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory,
-                tensor_parallel_size=1, logprobs_mode="processed_logprobs", worker_extension_cls=EXTENSION)
+    kw = dict(model=path, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory,
+              tensor_parallel_size=1, logprobs_mode="processed_logprobs", worker_extension_cls=EXTENSION)
+    if max_model_len:
+        kw["max_model_len"] = max_model_len
+    if max_num_seqs:
+        kw["max_num_seqs"] = max_num_seqs
+    if distributed:
+        kw["distributed_executor_backend"] = "external_launcher"
+    if sleep:
+        kw["enable_sleep_mode"] = True
+    return kw
 
 
 def sampling_kwargs(n: int, params) -> dict:
     """`vllm.SamplingParams(**...)` for `n` samples under our `SamplingParams` (engines.py): the
-    sampled token's log-prob at each step (logprobs=0), stop once a fenced block closes."""
+    sampled token's log-prob at each step (logprobs=0); no stop string (the fence rule is applied
+    afterwards: fence_cut)."""
     return dict(n=n, temperature=params.temperature, top_p=params.top_p,
                 top_k=params.top_k if params.top_k > 0 else TOP_K_DISABLED, max_tokens=params.max_new_tokens,
-                seed=params.seed, logprobs=0, stop=list(STOP), include_stop_str_in_output=True)
+                seed=params.seed, logprobs=0)
 
 
-def finish_reason(reason: str | None, stop_reason) -> str:
-    """Our finish reason from vLLM's: `length` at max_tokens; `stop` when a stop string matched
-    (vLLM's stop_reason names it); otherwise the model emitted EOS."""
-    if reason == "length":
-        return "length"
-    return "stop" if stop_reason is not None else "eos"
+def fence_cut(tokenizer, token_ids: list[int]) -> int | None:
+    """The number of tokens after which the completion's fenced block closes (the HF engine's rule, at
+    the same token), or None."""
+    state = FenceStop(tokenizer, 1)
+    for k, t in enumerate(token_ids):
+        if state.update([t])[0]:
+            return k + 1
+    return None
+
+
+def finish_reason(reason: str | None, cut: bool) -> str:
+    """Our finish reason: `stop` where the fence rule cut the completion; else `length` at max_tokens;
+    otherwise the model emitted EOS."""
+    if cut:
+        return "stop"
+    return "length" if reason == "length" else "eos"
 
 
 class WeightSyncExtension:
@@ -116,10 +148,12 @@ class VLLMEngine:
 
     def __init__(self, llm, tokenizer, sampling_params, generation):
         self.llm, self.tok, self.sampling_params, self.generation = llm, tokenizer, sampling_params, generation
+        self.asleep = False
 
     @classmethod
     def open(cls, path: str, tokenizer, *, dtype: str, seed: int, generation,
-             gpu_memory: float = GPU_MEMORY_UTILIZATION) -> "VLLMEngine":
+             gpu_memory: float = GPU_MEMORY_UTILIZATION, **options) -> "VLLMEngine":
+        """`options`: llm_kwargs' max_model_len, max_num_seqs, distributed and sleep."""
         check_vllm(vllm_version())
         check_in_process(os.environ)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -128,13 +162,15 @@ class VLLMEngine:
         except ImportError as exc:
             raise ValueError(f"engine=vllm cannot import vllm ({exc}); check its install against this torch and CUDA, "
                              "or use engine=hf") from None
-        return cls(LLM(**llm_kwargs(path, dtype, seed, gpu_memory)), tokenizer, SamplingParams, generation)
+        return cls(LLM(**llm_kwargs(path, dtype, seed, gpu_memory, **options)), tokenizer, SamplingParams, generation)
 
     def generate(self, prompts: list[str], n: int, params) -> list[list]:
         """`n` samples for each prompt under `params` (engines.SamplingParams); result[i][j] is sample j
         of prompt i. Prompts go in as token
         ids tokenized like the trainer's (no special tokens added), so the engine continues exactly
         the sequence the update scores."""
+        if self.asleep:
+            raise RuntimeError("the vLLM engine is asleep (its weights on the CPU); sync_weights wakes it")
         ids = [self.tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
         requests = [{"prompt_token_ids": i} for i in ids]
         outputs = self.llm.generate(requests, self.sampling_params(**sampling_kwargs(n, params)), use_tqdm=False)
@@ -144,7 +180,10 @@ class VLLMEngine:
             for c in request.outputs:
                 tokens = list(c.token_ids)
                 lps = [float(step[t].logprob) for step, t in zip(c.logprobs or [], tokens)]
-                gens.append(self.generation(c.text, tokens, lps, finish_reason(c.finish_reason, c.stop_reason),
+                cut = fence_cut(self.tok, tokens)
+                text = c.text if cut is None else self.tok.decode(tokens[:cut], skip_special_tokens=True)
+                tokens, lps = tokens[:cut], lps[:cut]  # [:None] keeps all
+                gens.append(self.generation(text, tokens, lps, finish_reason(c.finish_reason, cut is not None),
                                             len(prompt_ids)))
             result.append(gens)
         return result
@@ -153,7 +192,17 @@ class VLLMEngine:
         """Replace the engine's weights with the trainer's (full, unsharded tensors with HF names),
         then drop the prefix cache, whose KV the old weights computed."""
         tensors = list(named_tensors)
+        if self.asleep:
+            self.llm.wake_up()
+            self.asleep = False
         self.llm.collective_rpc(LOAD_METHOD, args=(tensors,))
         if self.llm.reset_prefix_cache() is False:
             raise RuntimeError("vLLM refused to reset its prefix cache after a weight sync (requests still running?); "
                                "its cached KV would come from the old weights")
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory for the update: weights to the CPU, KV cache dropped (vLLM's
+        sleep level 1); the next sync_weights wakes it before loading."""
+        if not self.asleep:
+            self.llm.sleep(level=1)
+            self.asleep = True

@@ -35,13 +35,16 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, normalizer
 def clipped_pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                     eps_low: float = 0.2, eps_high: float = 0.28, mode: str = "token_mean", normalizer: float = 1.0,
                     max_tokens: int | None = None, ref_logp: torch.Tensor | None = None,
-                    kl_coef: float = 0.0) -> tuple[torch.Tensor, dict]:
+                    kl_coef: float = 0.0, is_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
     """PPO-clip surrogate with asymmetric clipping (DAPO's clip-higher); advantages per sequence
-    [batch] or per token [batch, tokens]. Returns (loss, stats)."""
+    [batch] or per token [batch, tokens]; `is_weights` [batch, tokens] (no gradient) scale each
+    token's surrogate (truncated importance sampling: tis_weights). Returns (loss, stats)."""
     adv = advantages if advantages.dim() == 2 else advantages[:, None].expand_as(logp)
     ratio = torch.exp(logp - old_logp)
     clipped = ratio.clamp(1 - eps_low, 1 + eps_high)
     per_token = -torch.minimum(ratio * adv, clipped * adv)
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach()
     if kl_coef and ref_logp is not None:
         per_token = per_token + kl_coef * k3_kl(logp, ref_logp)
     loss = aggregate(per_token, mask, mode, normalizer, max_tokens)
@@ -52,6 +55,15 @@ def clipped_pg_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torc
              "clip_frac_high": float(((ratio > 1 + eps_high) & (adv > 0) & m).sum() / n),
              "ratio_dev_max": float(dev.max()) if dev.numel() else 0.0}
     return loss, stats
+
+
+def tis_weights(trainer_logp: torch.Tensor, engine_logp: torch.Tensor, mask: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance sampling between the engine that sampled and the trainer that scores the
+    same old policy: min(exp(trainer - engine), cap) per token (TRL's and verl's correction for vLLM's
+    kernels and precision), 0 off the mask."""
+    if cap <= 0:
+        raise ValueError(f"rl.tis_cap must be > 0 or null, got {cap}")
+    return torch.exp(trainer_logp - engine_logp).clamp(max=cap) * mask
 
 
 def sft_loss(logp: torch.Tensor, labels: torch.Tensor, normalizer: float | None = None) -> torch.Tensor:

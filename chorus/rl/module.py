@@ -18,7 +18,8 @@ import torch
 from ..config_schema import RLConf
 from .algos import RLAlgo
 from .logprobs import Forward, forward_logprobs
-from .losses import clipped_pg_loss, k3_kl, micro_slices, minibatch_counts, minibatch_normalizers, minibatch_slices
+from .losses import (clipped_pg_loss, k3_kl, micro_slices, minibatch_counts, minibatch_normalizers, minibatch_slices,
+                     tis_weights)
 from .rollouts import RolloutBatch
 
 
@@ -30,6 +31,8 @@ class Hooks:
     restore: Callable[[dict], None] | None = None  # ... and restored on resume
     on_step: Callable[[int, RolloutBatch, dict], None] | None = None  # after each update, on rank 0
     sync_weights: Callable[[torch.nn.Module], None] | None = None  # a separate engine (vLLM) gets new weights
+    # at train start, with the weights training starts from (a vLLM engine is built, then synced)
+    start: Callable[[torch.nn.Module], None] | None = None
 
 
 @dataclass
@@ -59,6 +62,12 @@ class RLModule(L.LightningModule):
         self.algo, self.rl, self.hooks, self.identity = algo, rl, hooks, identity
         self.logit_chunk = logit_chunk
         self.batch: RolloutBatch | None = None
+
+    def on_train_start(self) -> None:
+        # After the strategy's process group and a resume's restore: a vLLM engine built now joins the
+        # group, and samples its first rollout from the weights the update starts from.
+        if self.hooks.start:
+            self.hooks.start(self.model)
 
     def on_train_batch_start(self, batch, batch_idx):
         self.model.eval()
@@ -177,7 +186,7 @@ class RLModule(L.LightningModule):
         mask = b.completion_mask.float()
         old = old * mask
         gap = float(((old - b.old_logprobs.float()).abs() * mask).sum() / mask.sum().clamp(min=1))
-        b.old_logprobs = old
+        b.engine_logprobs, b.old_logprobs = b.old_logprobs.float() * mask, old
         return gap
 
     def _backward(self, b: RolloutBatch, slices: list[slice], normalizer: float, passes: int) -> dict:
@@ -226,10 +235,19 @@ class RLModule(L.LightningModule):
         old = b.old_logprobs[sl, :ids.size(1)].to(self.device)
         loss, st = clipped_pg_loss(logp, old, b.advantages[sl].to(self.device), mask,
                                    self.algo.eps_low, self.algo.eps_high, self.algo.aggregation, normalizer,
-                                   self.rl.max_new_tokens, ref, self.algo.kl_coef)
+                                   self.rl.max_new_tokens, ref, self.algo.kl_coef, self._tis(b, sl, mask))
         if ref is not None:
             st["kl_sum"] = float((k3_kl(logp.detach(), ref) * mask).sum())
         return loss, st
+
+    def _tis(self, b: RolloutBatch, sl: slice, mask) -> torch.Tensor | None:
+        """rl.tis_cap's per-token weights for rows `sl` when vLLM sampled them (HF's engine is the
+        trainer's own model: nothing to correct), else None."""
+        if self.rl.engine != "vllm" or self.rl.tis_cap is None or b.engine_logprobs is None:
+            return None
+        width = mask.size(1)
+        return tis_weights(b.old_logprobs[sl, :width].to(self.device), b.engine_logprobs[sl, :width].to(self.device),
+                           mask, self.rl.tis_cap)
 
     @torch.no_grad()
     def _ref_logprobs(self, ids, attn, mask):

@@ -34,6 +34,7 @@ class RolloutBatch:
     advantages: torch.Tensor  # [B]
     rows: list[dict]  # one per sample: task, reward, status, coverage, lengths
     stats: dict = field(default_factory=dict)
+    engine_logprobs: torch.Tensor | None = None  # [B, T] the engine's, kept when the trainer's replace them
 
 
 @dataclass

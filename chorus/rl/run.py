@@ -64,6 +64,26 @@ def _engine_sync(engine):
     return sync
 
 
+@dataclass
+class Engines:
+    """The run's generation engine, which a vLLM run only has from train start on."""
+    engine: object = None
+
+
+def vllm_options(rl: RLConf, fit: L.Trainer) -> dict:
+    """What RL's vLLM engine is built with beyond its path, dtype, seed and memory share: sequences of
+    at most prompt + completion tokens, a rollout's rows at once, sleep mode, and under a
+    multi-process strategy the process group Lightning made (TRL's colocate mode: vLLM's
+    external_launcher with the ranks named in the environment, one engine per rank)."""
+    import os
+
+    if fit.world_size > 1:
+        os.environ.update(RANK=str(fit.global_rank), LOCAL_RANK=str(fit.local_rank), WORLD_SIZE=str(fit.world_size))
+    return {"max_model_len": rl.max_prompt_tokens + rl.max_new_tokens,
+            "max_num_seqs": rl.prompts_per_generate * max(rl.group_size, rl.eval_samples),
+            "distributed": fit.world_size > 1, "sleep": rl.vllm_sleep}
+
+
 def _checkpoint_step(path: str) -> int:
     return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"])
 
@@ -169,8 +189,8 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     if algo.needs_reference and not lora:
         ref, _ = load_model("hf", path=init, dtype=dtype)
         ref.requires_grad_(False)
-    engine = make_engine(rl.engine, model, tok, path=init, dtype=dtype, seed=seed, generation=rl.generation,
-                         gpu_memory=rl.vllm_memory)
+    # vLLM is built at train start (Engines.start), once the process group exists; HF's engine now
+    engines = Engines(make_engine("hf", model, tok, generation=rl.generation) if rl.engine == "hf" else None)
     params = SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=seed)
     spec = RolloutSpec(algo, ctx.fmt, rl.group_size, params, ctx.sim, rl.reward, rl.max_prompt_tokens,
                        rl.prompts_per_generate)
@@ -189,8 +209,17 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         def rollout(step: int):
             with warnings.catch_warnings():
                 warnings.simplefilter("always")
-                return objective.collect(draw, engine, tok, pool, spec, rl.prompts_per_step,
-                                         seed=seed * 1_000_003 + step * 101 + fit.global_rank)
+                batch = objective.collect(draw, engines.engine, tok, pool, spec, rl.prompts_per_step,
+                                          seed=seed * 1_000_003 + step * 101 + fit.global_rank)
+            if rl.engine == "vllm" and rl.vllm_sleep:
+                engines.engine.sleep()  # its memory to the update; the weight sync after it wakes it
+            return batch
+
+        def start(policy) -> None:  # at train start: after the process group, after a resume's restore
+            if engines.engine is None:
+                engines.engine = make_engine("vllm", model, tok, path=init, dtype=dtype, seed=seed + fit.global_rank,
+                                             gpu_memory=rl.vllm_memory, **vllm_options(rl, fit))
+            _engine_sync(engines.engine)(policy)  # the weights it trains from: the init's or the restored ones
 
         def after_step(step: int, batch, stats: dict) -> None:
             log.info("step %d/%d reward %.3f±%.3f compile %.2f pass %.2f distinct %.2f trained %d "
@@ -211,12 +240,13 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
                 ctx.on_step(step, stats)
             if rl.eval_every and step % rl.eval_every == 0 and step < rl.steps:
                 model.eval()
-                evaluate_policy(engine, tok, eval_tasks, rl, ctx, out_dir=out / "eval" / f"step_{step}",
+                evaluate_policy(engines.engine, tok, eval_tasks, rl, ctx, out_dir=out / "eval" / f"step_{step}",
                                 phase=f"held-out evaluation at step {step}")
                 model.train()
 
         hooks = Hooks(rollout, state=sampler.state_dict, restore=sampler.load_state_dict, on_step=after_step,
-                      sync_weights=_engine_sync(engine) if rl.engine == "vllm" else None)
+                      sync_weights=(lambda m: _engine_sync(engines.engine)(m)) if rl.engine == "vllm" else None,
+                      start=start if rl.engine == "vllm" else None)
         use_gradient_checkpointing(model, trainer)
         module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
                                   logit_chunk=trainer.logit_chunk)
@@ -240,7 +270,7 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
             module.model.to(eval_device(trainer))
         with fit.precision_plugin.forward_context():  # the fp32 policy generates as it trained
             summary = evaluate_policy(make_engine("hf", module.model, tok, generation=rl.generation)
-                                      if rl.engine == "hf" else engine, tok,
+                                      if rl.engine == "hf" else engines.engine, tok,
                                       eval_tasks, rl, ctx, meta=record)
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}
 

@@ -1,0 +1,96 @@
+"""A stand-in for `vllm.LLM` that really generates (vLLM cannot run here: no GPU, and it pins a CUDA
+torch): a real tiny transformers model loaded from the path vLLM would load, sampling through the
+HF engine, taking weight syncs through chorus's worker extension (WeightSyncExtension on that
+model), with sleep/wake and every call recorded in order. `install` makes VLLMEngine.open build it,
+so chorus's own VLLMEngine (arguments, fence cut, log-probs, sync, sleep) runs unchanged around it.
+What vLLM itself does with the arguments stays untested."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from chorus.policy.engines import HFEngine, SamplingParams
+from chorus.policy.models import load_model
+from chorus.policy.vllm_engine import VLLMEngine, WeightSyncExtension
+
+BUILT: list["StandInLLM"] = []  # every engine built in this process, in order
+
+
+def with_load_weights(model):
+    """vLLM models' `load_weights`: copy (name, tensor) pairs into the parameters of those names and
+    return the names filled; a name with no parameter of its own (the tied lm_head) is skipped."""
+    params = dict(model.named_parameters())
+
+    def load_weights(weights):
+        filled = set()
+        with torch.no_grad():
+            for name, tensor in weights:
+                if name in params:
+                    params[name].copy_(tensor)
+                    filled.add(name)
+        return filled
+
+    model.load_weights = load_weights
+    return model
+
+
+class StandInLLM:
+    def __init__(self, **kwargs):
+        import torch.distributed as dist
+
+        self.kwargs, self.calls, self.asleep = kwargs, [], False
+        # what the engine found when it was built: a process group (its size) or none
+        self.world_at_build = dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
+        self.model, self.tok = load_model("hf", path=kwargs["model"], dtype="float32")
+        self.worker = SimpleNamespace(model_runner=SimpleNamespace(model=with_load_weights(self.model)))
+        self.worker.chorus_load_weights = WeightSyncExtension.chorus_load_weights.__get__(self.worker)
+        BUILT.append(self)
+
+    def weights(self) -> dict:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        self.calls.append("load")
+        return [getattr(self.worker, method)(*args, **(kwargs or {}))]
+
+    def reset_prefix_cache(self):
+        self.calls.append("reset")
+        return True
+
+    def sleep(self, level=1):
+        assert not self.asleep, "slept twice"
+        self.calls.append(f"sleep{level}")
+        self.asleep = True
+
+    def wake_up(self, tags=None):
+        assert self.asleep, "woken while awake"
+        self.calls.append("wake")
+        self.asleep = False
+
+    def generate(self, requests, sampling_params: dict, use_tqdm=True):
+        assert not self.asleep, "generate while asleep"
+        self.calls.append("generate")
+        prompts = [self.tok.decode(r["prompt_token_ids"]) for r in requests]
+        p = sampling_params
+        params = SamplingParams(max_new_tokens=p["max_tokens"], temperature=p["temperature"], top_p=p["top_p"],
+                                top_k=max(0, p["top_k"]), seed=p["seed"])
+        gens = HFEngine(self.model, self.tok, generation="plain").generate(prompts, n=p["n"], params=params)
+        return [SimpleNamespace(outputs=[SimpleNamespace(
+            text=g.text, token_ids=g.token_ids, finish_reason="length" if g.finish_reason == "length" else "stop",
+            stop_reason=None, logprobs=[{t: SimpleNamespace(logprob=lp)} for t, lp in zip(g.token_ids, g.logprobs)])
+            for g in row]) for row in gens]
+
+
+def install(monkeypatch=None) -> None:
+    """VLLMEngine.open builds a StandInLLM from the same llm_kwargs vLLM would get (and skips the
+    version and import checks, which need vLLM)."""
+    from chorus.policy.vllm_engine import llm_kwargs
+
+    def open_(cls, path, tokenizer, *, dtype, seed, generation, gpu_memory=0.85, **options):
+        return cls(StandInLLM(**llm_kwargs(path, dtype, seed, gpu_memory, **options)), tokenizer, dict, generation)
+
+    if monkeypatch is None:
+        VLLMEngine.open = classmethod(open_)
+    else:
+        monkeypatch.setattr(VLLMEngine, "open", classmethod(open_))
