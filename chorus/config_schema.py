@@ -434,6 +434,10 @@ class TrainConf:
     run_tag: str = ""  # a readable label in the run dir name (<name>-<tag>[-<hash>]), e.g. the W&B run id of a sweep
     seed: int = 0
     pass_coverage: Optional[float] = None  # evaluations: a sample passes at this coverage % instead of its target
+    # print the job's per-device memory plan (chorus/memory_plan.py) and exit; GPU jobs print it anyway
+    # and refuse a plan that exceeds the device
+    plan_only: bool = False
+    plan_device_gib: Optional[float] = None  # the device the plan is for; null: the job's CUDA device
 
 
 @dataclass

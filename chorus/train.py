@@ -199,6 +199,39 @@ def rl_task_sets(r: dict, only: str | None = None) -> list[list]:
 JOBS = {"sft": (sft_inputs, sft), "rl": (rl_inputs, rl), "consolidation": (consolidation_inputs, consolidate)}
 
 
+def memory_plan(job: str, c: dict, conf: TrainConf) -> str | None:
+    """The per-device memory plan of a GPU job (or of any job with plan_only=true) as text; raises a
+    one-line error when it does not fit (after printing the plan under plan_only). None for jobs that
+    train nothing on a GPU (merges, CPU runs)."""
+    import torch
+
+    from . import memory_plan as mp
+    from .rl.run import eval_device
+    from .sft.stages import resolve_init, stage_init_checkpoint
+
+    cuda = eval_device(conf.trainer).type == "cuda"
+    if not (conf.plan_only or cuda) or (job == "consolidation" and conf.consolidation.name != "opd"):
+        return None
+    if job == "sft":
+        policy = conf.sft_stage.checkpoint or resolve_init(conf.sft_stage.init, c["model"], conf.runs_dir)
+    elif job == "rl":
+        policy = stage_init_checkpoint(conf.sft_stage.name, conf.sft_stage.checkpoint, conf.runs_dir)
+    else:  # OPD: the student has its teachers' architecture
+        policy = conf.teacher_pool.teachers[0].checkpoint
+    device = conf.plan_device_gib
+    if device is None:
+        if not (cuda and torch.cuda.is_available()):
+            raise ValueError("a memory plan without a GPU needs the device's size: plan_device_gib=<GiB>")
+        device = torch.cuda.get_device_properties(eval_device(conf.trainer)).total_memory / mp.GIB
+    result = mp.plan(mp.train_job(job, conf, policy, cuda=True), device)
+    text = mp.plan_text(result, f"{job_label(job, c)} from {policy}")
+    if not result["fits"]:
+        if conf.plan_only:  # the whole plan, then the refusal
+            print(text)
+        raise ValueError(mp.refusal(result))
+    return text
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     c = container(cfg)
@@ -209,13 +242,17 @@ def main(cfg: DictConfig) -> None:
         if job not in JOBS:
             raise ValueError(f"unknown job {job!r}; choose one of {list(JOBS)}")
         check_settings(job, job_label(job, c), c, cfg, overrides)
+        conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
+        if (text := memory_plan(job, c, conf)) and primary:
+            print(text, file=sys.stderr if not conf.plan_only else sys.stdout)
+        if conf.plan_only:
+            return
         fmt = c["format"]["name"]
         get_format(fmt)
         sim, workers = sim_config(c["simulator"])
         out, record = job_run_dir(c, job)
         check_reuse(out, record)
         prepare, run = JOBS[job]
-        conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
         inputs = prepare(c, conf)
         executor = make_executor(sim, workers)  # one per job, handed to every phase that simulates
         ctx = JobContext(out, fmt, sim, workers=workers, executor=executor, seed=conf.seed,

@@ -79,7 +79,9 @@ def messages(task: Task, fmt: str, **kw) -> list[dict]:
 
 def render_messages(tokenizer, msgs: list[dict]) -> str:
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        # enable_thinking=False: Qwen3's template otherwise lets the model open a <think> block that eats
+        # the completion budget; templates without the switch ignore it
+        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False)
     return "\n\n".join(f"{m['role'].upper()}:\n{m['content']}" for m in msgs) + "\n\nASSISTANT:\n"
 
 

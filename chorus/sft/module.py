@@ -39,7 +39,8 @@ class SFTModule(L.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay,
+                                fused=self.device.type == "cuda" or None)  # no foreach transient copies on CUDA
 
         def schedule(step: int) -> float:
             if step < self.warmup_steps:
