@@ -10,9 +10,12 @@
 The model is built from a Qwen3Config (no hub) with the tiny model's tokenizer (chorus.policy.tiny,
 built and cached by build_tiny; --vocab widens the model's vocabulary to Qwen3's 151,936 so that
 every cost that scales with it shows, though the tokenizer only names its own 2,048), saved with save_pretrained into the run dir and trained by
-chorus.rl.run.train_rl for exactly one step (rl.steps=1) on generated tasks, like any checkpoint.
+chorus.rl.run.train_rl for one step (rl.steps=1; --steps more, the last one measured) on generated
+tasks, like any checkpoint.
 DAPO's dynamic sampling is turned off: a random model's groups mostly tie, and dropping them would
-skip the update this script measures. There is no held-out evaluation (eval_tasks=[]).
+skip the update this script measures. There is no held-out evaluation unless --eval N (then N test
+designs, one sample each, after the last step, on the trainer's device). The memory plan of the
+step (chorus/memory_plan.py, for these shapes) is printed beside the measured peak.
 
 The numbers come from what train_rl writes (<out>/steps.jsonl: generation_s, simulation_s, update_s;
 <out>/rollouts.jsonl: completion tokens per sample), not from timers inside chorus. The step's wall
@@ -91,8 +94,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--generation", choices=[m.value for m in GenerationMode], default=None,
                     help="the step's rl.generation (default: the schema's)")
     ap.add_argument("--no-compare", action="store_true", help="skip the plain-vs-static generation comparison")
+    ap.add_argument("--steps", type=int, default=1, help="RL steps; the last one is measured")
+    ap.add_argument("--eval", type=int, default=0, help="held-out test designs evaluated after the last step")
     ap.add_argument("--compare-only", action="store_true", help="only the generation comparison, no DAPO step")
     ap.add_argument("--out", default=None, help="run dir (default: a new temporary dir, kept)")
+    ap.add_argument("--json", default=None, help="also write the result (the printed JSON) to this file")
     args = ap.parse_args(argv)
     preset = SIZES[args.size]
     for key, value in preset.items():
@@ -267,7 +273,7 @@ def main(argv=None) -> dict:
         print(json.dumps({"params": n_params, "generation_compare": compared}))
         return {"params": n_params, "generation_compare": compared}
     algo = get_algo("dapo", dynamic_sampling=False)
-    rl = RLConf(steps=1, prompts_per_step=args.prompts, group_size=args.group_size, micro_batch=args.micro_batch,
+    rl = RLConf(steps=args.steps, prompts_per_step=args.prompts, group_size=args.group_size, micro_batch=args.micro_batch,
                 max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens, warmup_steps=0,
                 eval_every=0, eval_samples=1, save_every=10**9, resume=False,
                 **({"generation": args.generation} if args.generation else {}))
@@ -282,11 +288,14 @@ def main(argv=None) -> dict:
         marks["step_start"] = time.monotonic()
         return collect(*a, **k)
 
-    ctx.on_step = lambda step, stats: marks.setdefault("step_end", time.monotonic())
+    ctx.on_step = lambda step, stats: marks.__setitem__("step_end", time.monotonic())  # the last step's
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.monotonic()
-    train_rl(str(init), algo, tasks, [], ctx, rl=rl, trainer=trainer, objective=Objective(collect=timed_collect))
+    held_out = calibrate_targets([t for t in generate_tasks(seed=0, per_family=2, difficulty="easy")
+                                  if t.split == "test"][:args.eval], isolation=args.isolation) if args.eval else []
+    info = train_rl(str(init), algo, tasks, held_out, ctx, rl=rl, trainer=trainer,
+                    objective=Objective(collect=timed_collect))
     run_s = time.monotonic() - t0
 
     step = lines(run_dir / "steps.jsonl")[-1]
@@ -324,15 +333,42 @@ def main(argv=None) -> dict:
     print(f"outside the step: model build {build_s:.1f} s; train_rl {run_s:.1f} s in all, {run_s - step_s:.1f} s of it "
           "outside the step (loading, Lightning setup, export)")
     print(f"peak memory ({mem_what}): {peak_mem / 2**30:.3f} GiB")
+    planned = memory_plan(args, rl, trainer, args.vocab or len(_tokenizer(init)))
+    print(f"memory plan for this step: rollout {planned['rollout']:.3f} GiB, update {planned['update']:.3f} GiB "
+          f"(measured peak / planned peak: {peak_mem / 2**30 / planned['peak']:.2f})")
+    if args.eval:
+        print(f"held-out evaluation after step {args.steps}: {args.eval} designs, pass rate {info['pass_rate']:.3f}, "
+              f"mean coverage {info['mean_overall']:.1f} %")
     print(f"peak FLOP/s for MFU: {args.peak_flops:.3g}" if args.peak_flops else "peak FLOP/s for MFU: none given")
     result = {"params": n_params, "generation_tokens_per_s": gen_tps, "update_tokens_per_s": upd_tps,
               "generation_mfu": gen_flops / args.peak_flops if args.peak_flops else None,
               "update_mfu": upd_flops / args.peak_flops if args.peak_flops else None,
               "peak_memory_bytes": peak_mem, "step_s": step_s, "generation_s": gen_s, "simulation_s": sim_s,
               "update_s": upd_s, "generated_tokens": generated, "trained_tokens": trained, "run_dir": str(run_dir),
-              "generation_compare": compared}
+              "generation_compare": compared, "memory_plan": planned,
+              "eval": {"designs": args.eval, "pass_rate": info["pass_rate"], "mean_overall": info["mean_overall"]}
+              if args.eval else None}
     print(json.dumps(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "device": device, **result}, indent=1))
     return result
+
+
+def memory_plan(args, rl, trainer, vocab: int) -> dict:
+    """chorus/memory_plan.py's budget for this step's shapes (device size: the GPU's, or 1 GiB on a CPU,
+    where only the items are of use). Checkpointing as the step ran it (trainer.gradient_checkpointing:
+    null = on CUDA)."""
+    import torch
+
+    from chorus.memory_plan import GIB, Arch, Job, plan
+
+    arch = Arch(args.hidden, args.layers, args.heads, args.kv_heads, args.head_dim, args.ffn, vocab)
+    checkpointing = args.device == "cuda" if trainer.gradient_checkpointing is None else trainer.gradient_checkpointing
+    job = Job(arch, rl.max_prompt_tokens + rl.max_new_tokens, rl.max_new_tokens, rl.micro_batch,
+              compute_bytes=2 if "16" in trainer.precision else 4, checkpointing=checkpointing,
+              logit_chunk=trainer.logit_chunk, engine="hf", rollout_rows=args.prompts * args.group_size)
+    device = torch.cuda.get_device_properties(0).total_memory / GIB if args.device == "cuda" else 1.0
+    return plan(job, device)
 
 
 _TOKENIZERS: dict = {}
