@@ -153,3 +153,19 @@ def test_a_cached_autocast_does_not_feed_later_minibatches_stale_weights():
     assert cached[0]["ratio_dev_max"] == plain[0]["ratio_dev_max"]
     for a, b in zip(g_plain, g_cached):
         assert torch.equal(a, b)
+
+
+def test_the_reference_model_is_used_on_the_policys_device_but_never_checkpointed(tmp_path):
+    rl = RLConf(mini_batches=1, micro_batch=4, lr=0.3, warmup_steps=1, temperature=0.7, max_new_tokens=4)
+    seen = []
+    hooks = Hooks(rollout=lambda step: synthetic_batch(), on_step=lambda step, b, st: seen.append(st))
+    ref = TinyPolicy()
+    module = RLModule(TinyPolicy(), get_algo("grpo", kl_coef=0.5), rl, hooks, identity={}, ref_model=ref)
+    trainer = L.Trainer(max_steps=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, train_dataloaders=_loader())
+    assert len(ref.widths) == 2 and seen[0]["kl"] == 0  # it scored both micro-batches; same init: no KL yet
+    trainer.save_checkpoint(tmp_path / "c.ckpt")
+    state = torch.load(tmp_path / "c.ckpt", weights_only=False)["state_dict"]
+    assert state and not any(k.startswith("ref_model") for k in state)
+    assert all(k.startswith("model.") for k in state)

@@ -59,10 +59,21 @@ class RLModule(L.LightningModule):
                  logit_chunk: int = 1024):
         super().__init__()
         self.automatic_optimization = False
-        self.model, self.ref_model = model, ref_model
+        self.model = model
+        # The frozen reference is not a submodule: checkpoints would hold it too (~8 GB at 4B in bf16,
+        # each save) and DDP/FSDP would wrap it. on_fit_start puts it on the policy's device.
+        self._frozen = {"ref": ref_model}
         self.algo, self.rl, self.hooks, self.identity = algo, rl, hooks, identity
         self.logit_chunk = logit_chunk
         self.batch: RolloutBatch | None = None
+
+    @property
+    def ref_model(self):
+        return self._frozen["ref"]
+
+    def on_fit_start(self) -> None:
+        if self.ref_model is not None:
+            self.ref_model.to(self.device)
 
     def on_train_start(self) -> None:
         # After the strategy's process group and a resume's restore: a vLLM engine built now joins the
@@ -279,6 +290,10 @@ class RLModule(L.LightningModule):
                                 "torch_rng": torch.get_rng_state()}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        # checkpoints made while the reference was a submodule hold its weights: not the policy's state
+        state = checkpoint.get("state_dict", {})
+        for key in [k for k in state if k.startswith("ref_model.")]:
+            del state[key]
         saved = checkpoint.get("chorus", {})
         if saved.get("identity") != self.identity:
             raise ValueError(f"the checkpoint was trained from {saved.get('identity')}, this run uses "
