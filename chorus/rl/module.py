@@ -69,7 +69,7 @@ class RLModule(L.LightningModule):
 
     @property
     def ref_model(self):
-        return self._frozen["ref"]
+        return self.__dict__.get("_frozen", {}).get("ref")
 
     def on_fit_start(self) -> None:
         if self.ref_model is not None:
