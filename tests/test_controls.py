@@ -98,3 +98,19 @@ def test_the_controls_section_reads_each_set_and_the_positive_controls_opd():
     assert "| families | fam0 (" in text and "| yes |" in text
     assert text.count("Positive control: OPD over the family experts (opd) minus the best of them: +") == 1
     assert "Staged minus same-stage" not in text  # no staged set here
+
+
+def test_the_kept_evidence_of_seed_2_recomputes_its_report():
+    """analysis/studies/staged/seed2 (the study's own runs, kept by study_keep) gives the numbers its
+    REPORT.md and the README state: the experts' Pass@1, the premise's spread, and criterion (c)'s
+    per-seed difference near 0."""
+    from pathlib import Path
+
+    from chorus.analysis.controls import seed_summary
+
+    seed2 = Path(__file__).resolve().parent.parent / "analysis/studies/staged/seed2"
+    s = seed_summary(seed2, n_boot=500, seed=2)
+    assert [round(100 * m, 1) for m in s["staged"]["means"].values()] == [21.8, 26.5, 22.1]
+    v = verdict([s], n_boot=500)
+    assert v["spreads"] == [pytest.approx(4.7, abs=0.05)] and v["a"] and v["b"] and not v["c"]
+    assert abs(100 * s["difference"]["mean"]) < 2 and s["same_stage"]["ci"][0] > 0
