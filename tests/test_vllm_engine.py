@@ -17,6 +17,7 @@ from chorus.policy.models import load_model
 from chorus.policy.vllm_engine import (EXTENSION, LOAD_METHOD, MIN_VLLM, VLLMEngine, WeightSyncExtension,
                                        check_in_process, check_vllm, finish_reason, llm_kwargs, sampling_kwargs)
 from chorus.rl.run import _engine_sync
+from vllm_standin import with_load_weights
 
 
 class RecordingLLM:
@@ -38,25 +39,6 @@ class RecordingLLM:
     def generate(self, prompts, sampling_params, use_tqdm=True):
         self.calls.append(("generate", prompts, sampling_params))
         return self.outputs
-
-
-def with_load_weights(model):
-    """A real tiny transformers model given the method vLLM models have: `load_weights` copies
-    (name, tensor) pairs into the parameters of those names and returns the names it filled; a name
-    with no parameter of its own (the tied lm_head) is skipped, as vLLM's Qwen3 skips it."""
-    params = dict(model.named_parameters())
-
-    def load_weights(weights):
-        filled = set()
-        with torch.no_grad():
-            for name, tensor in weights:
-                if name in params:
-                    params[name].copy_(tensor)
-                    filled.add(name)
-        return filled
-
-    model.load_weights = load_weights
-    return model
 
 
 class Worker(WeightSyncExtension):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..config_schema import ConsolidationConf
-from ..rl.logprobs import forward_logprobs
+from ..rl.logprobs import completion_hidden
 from ..rl.losses import clipped_pg_loss
 from ..rl.module import RLModule
 from .losses import DIVERGENCES, chunked_divergence, pg_advantages
@@ -54,10 +54,10 @@ class OPDModule(RLModule):
         kw = {"beta": self.beta} if self.divergence == "jsd" else {}
         for name in dict.fromkeys(names):
             rows = torch.tensor([i for i, n in enumerate(names) if n == name], device=self.device)
-            with self.teachers.use(name) as teacher, torch.no_grad():
-                t = forward_logprobs(teacher, ids[rows], attn[rows], mask[rows], chunk=self.logit_chunk)
+            with self.teachers.use(name) as teacher, torch.no_grad():  # its logits: chunk by chunk, below
+                t_hidden, t_head, _ = completion_hidden(teacher, ids[rows], attn[rows], mask[rows])
             keep = torch.isin(rows_of, rows)  # this teacher's rows' positions, in the same (row-major) order
-            loss = loss + chunked_divergence(DIVERGENCES[self.divergence], fwd.head, fwd.hidden[keep], t.head,
-                                             t.hidden, normalizer, self.logit_chunk, temperature=self.rl.temperature,
+            loss = loss + chunked_divergence(DIVERGENCES[self.divergence], fwd.head, fwd.hidden[keep], t_head,
+                                             t_hidden, normalizer, self.logit_chunk, temperature=self.rl.temperature,
                                              **kw)
         return loss, stats

@@ -114,19 +114,24 @@ def _scatter(values: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     return torch.cat([out.new_zeros(select.size(0), 1), out], dim=1)
 
 
+def completion_hidden(model, ids: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor):
+    """(hidden [N, H], head, select [B, T - 1]): the features of the N positions that predict a wanted
+    token (mask [B, T] = 1) and the head that maps them to logits; no logits computed."""
+    select = mask[:, 1:].bool()
+    parts = split(model)
+    if parts is None:  # the full logits, then only the wanted positions
+        logits = model(input_ids=ids, attention_mask=attn).logits
+        return logits[:, :-1][select], torch.nn.Identity(), select
+    body, head = parts
+    return body(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1][select], head, select
+
+
 def forward_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0,
                      chunk: int = 1024, with_entropy: bool = False) -> Forward:
     """The log-prob (and entropy) of each wanted token (mask [B, T] = 1) under `model` at `temperature`,
     aligned as losses.token_logprobs: position t scores token t."""
-    select = mask[:, 1:].bool()
+    hidden, head, select = completion_hidden(model, ids, attn, mask)
     targets = ids[:, 1:][select]
-    parts = split(model)
-    if parts is None:  # the full logits, then only the wanted positions
-        logits = model(input_ids=ids, attention_mask=attn).logits
-        hidden, head = logits[:, :-1][select], torch.nn.Identity()
-    else:
-        body, head = parts
-        hidden = body(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1][select]
     logp, entropy = chunked_logprobs(head, hidden, targets, temperature, chunk, with_entropy)
     return Forward(_scatter(logp, select), _scatter(entropy, select) if with_entropy else None, hidden, head, select)
 
