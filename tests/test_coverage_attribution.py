@@ -1,6 +1,8 @@
-"""Coverage is counted by instance: every point under the DUT instance, whatever module copy
-Verilator made of its modules (parameter-specialised `lane__K5`, a DUT renamed `top__W8` by a
-testbench's parameter override), and nothing outside it. Real Verilator runs, hand-counted."""
+"""Coverage is counted by source and instance: a point counts when it comes from the task's own
+RTL files and lies under the DUT instance (the path holding points of the top module's
+declaration), whatever module copy Verilator made (parameter-specialised `lane__K5`), and never
+because of a module's name. The DUT is measured at the parameters the task states. Real Verilator
+runs, hand-counted."""
 from __future__ import annotations
 
 import pytest
@@ -32,7 +34,7 @@ def cfg(cache_root) -> SimConfig:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("override", ["", "#(.W(8)) "], ids=["plain", "parameter override"])
+@pytest.mark.parametrize("override", ["", "#(.W(4)) "], ids=["plain", "the stated value restated"])
 def test_points_of_parameter_specialised_copies_count_under_the_dut(cfg, override):
     task = Task(id="lanes", spec="", rtl={"rtl/top.sv": LANES}, top="top", instance="uut")
     r = simulate(task, TB.format(override=override), cfg)
@@ -46,9 +48,108 @@ def test_points_of_parameter_specialised_copies_count_under_the_dut(cfg, overrid
     assert total == 31 and covered < total
 
 
+HONEST = TB.format(override="")
+
+
+def _blocks(r):
+    return r.report.counts["block"] if r.report else None
+
+
 @pytest.mark.slow
-def test_a_testbench_unit_named_like_a_copy_of_a_design_module_is_refused(cfg):
+@pytest.mark.parametrize("fake", [
+    # Verilator names this `top___P1`, which a name rule once mapped back to the design unit `top`
+    "module tb; logic clk = 0; top_ #(.P(1)) uut(.clk(clk)); always #5 clk = ~clk; initial #200 $finish; endmodule\n"
+    "module top_ #(parameter int P = 0)(input logic clk); logic t = 0; always @(posedge clk) t <= ~t; endmodule\n",
+    # the same as an interface, and with a long parameter name Verilator hashes
+    "interface top_ #(parameter int PARAMETER_WITH_A_VERY_LONG_NAME_THAT_VERILATOR_HASHES_AWAY = 0)"
+    "(input logic clk); logic t = 0; always @(posedge clk) t <= ~t; endinterface\n"
+    "module tb; logic clk = 0; top_ #(.PARAMETER_WITH_A_VERY_LONG_NAME_THAT_VERILATOR_HASHES_AWAY(3)) uut(.clk(clk));"
+    " always #5 clk = ~clk; initial #200 $finish; endmodule\n",
+    # a unit named exactly like a copy of the design's top: allowed now, and never the design
+    "module top__W8(input logic clk); logic t = 0; always @(posedge clk) t <= ~t; endmodule\n"
+    "module tb; logic clk = 0; top__W8 uut(.clk(clk)); always #5 clk = ~clk; initial #200 $finish; endmodule\n",
+], ids=["module-named-like-a-copy", "interface-hashed-parameter", "exact-copy-name"])
+def test_a_testbench_module_is_never_scored_as_the_dut(cfg, fake):
     task = Task(id="lanes", spec="", rtl={"rtl/top.sv": LANES}, top="top", instance="uut")
-    fake = "module top__W8(input logic clk, input logic [3:0] a, output logic [3:0] y0, y1); endmodule\n"
-    r = simulate(task, fake + TB.format(override=""), cfg)
-    assert r.status == "rejected" and "a copy of design unit 'top'" in r.reason, r.reason
+    r = simulate(task, fake, cfg)
+    assert r.status == "ok" and r.report is None and "no coverage points of module top" in r.reason, r
+
+
+@pytest.mark.slow
+def test_a_wrapper_around_the_dut_adds_nothing_of_its_own(cfg):
+    """A testbench module named like a copy of the design, padding the real DUT with code that
+    any clock covers: only the real DUT's points count, exactly as in the honest run."""
+    task = Task(id="lanes", spec="", rtl={"rtl/top.sv": LANES}, top="top", instance="uut")
+    wrapper = TB.format(override="").replace("top uut(", "top_pad uut(") + """
+module top_pad #(parameter int P = 1)(input logic clk, input logic [3:0] a, output logic [3:0] y0, output logic [3:0] y1);
+  logic [7:0] t = 0; always @(posedge clk) begin t <= t + 1; if (t[0]) t[7] <= 1; else t[6] <= 1; end
+  top uut(.clk(clk), .a(a), .y0(y0), .y1(y1));
+endmodule
+"""
+    honest, padded = simulate(task, HONEST, cfg), simulate(task, wrapper, cfg)
+    assert padded.status == "ok" and padded.report.instance == "TOP.tb.uut.uut", padded.reason
+    assert padded.report.counts == honest.report.counts and padded.report.overall == honest.report.overall
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [
+    '`line 1 "rtl/top.sv" 0\n',
+    'initial $display("`line 1 \\"rtl/top.sv\\" 0");\n',
+], ids=["directive", "in-a-string"])
+def test_line_directives_cannot_give_testbench_code_the_rtls_file_name(cfg, how):
+    task = Task(id="lanes", spec="", rtl={"rtl/top.sv": LANES}, top="top", instance="uut")
+    fake = ("module tb; logic clk = 0; helper uut(.clk(clk)); always #5 clk = ~clk; initial #200 $finish; endmodule\n"
+            "module helper(input logic clk);\n" + how + "logic t = 0; always @(posedge clk) t <= ~t; endmodule\n")
+    r = simulate(task, fake, cfg)
+    if how.startswith("`line"):
+        # Verilator's own marker for it is pinned to the testbench's file: nothing counts as the DUT
+        assert r.status == "ok" and r.report is None, r
+    else:
+        assert r.status == "rejected" and "`line" in r.reason, r
+
+
+@pytest.mark.slow
+def test_the_testbench_never_takes_an_rtl_files_place(cfg):
+    """A task file at verif/tb.sv: the testbench is written beside it, not over it."""
+    task = Task(id="lanes", spec="", rtl={"rtl/top.sv": LANES, "verif/tb.sv": "// the task's own file\n"}, top="top",
+                instance="uut")
+    r = simulate(task, HONEST, cfg)
+    assert r.status == "ok" and r.report.counts["block"] == [5, 6], r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("override, verdict", [
+    ("#(.W(8)) ", "W = 8 (the task states 4)"),
+    ("#(8) ", "W = 8 (the task states 4)"),
+    ("", None),
+], ids=["named", "positional", "none"])
+def test_the_dut_is_measured_at_the_tasks_parameters(cfg, override, verdict):
+    task = Task(id="lanes", spec="", rtl={"rtl/top.sv": LANES}, top="top", instance="uut")
+    r = simulate(task, TB.format(override=override), cfg)
+    if verdict is None:
+        assert r.status == "ok", r
+    else:
+        assert r.status == "rejected" and verdict in r.reason and "the task fixes its parameters" in r.reason, r.reason
+
+
+@pytest.mark.slow
+def test_a_defparam_is_judged_by_what_it_elaborates_to(cfg):
+    task = Task(id="lanes", spec="", rtl={"rtl/top.sv": LANES}, top="top", instance="uut")
+    same = simulate(task, HONEST.replace("always #5", "defparam uut.W = 4;\n  always #5"), cfg)
+    assert same.status == "ok" and same.report.counts["block"] == [5, 6], same
+    # a submodule's parameter: the top's own values are unchanged, the instance below is not
+    nested = Task(id="nested", spec="", rtl={"rtl/top.sv": LANES.replace("lane #(.K(7)) l1", "lane l1")}, top="top",
+                  instance="uut")
+    deep = simulate(nested, HONEST.replace("always #5", "defparam uut.l1.K = 3;\n  always #5"), cfg)
+    assert deep.status == "rejected" and "parameters inside it" in deep.reason, deep.reason
+
+
+@pytest.mark.slow
+def test_a_task_may_allow_a_set_of_parameter_values(cfg):
+    task = Task(id="lanes", spec="", rtl={"rtl/top.sv": LANES}, top="top", instance="uut", parameters={"W": [4, 8]})
+    assert simulate(task, TB.format(override="#(.W(8)) "), cfg).status == "ok"
+    r = simulate(task, TB.format(override="#(.W(6)) "), cfg)
+    assert r.status == "rejected" and "W = 6" in r.reason, r.reason
+    fixed = Task(id="lanes8", spec="", rtl={"rtl/top.sv": LANES}, top="top", instance="uut", parameters={"W": 8})
+    assert simulate(fixed, TB.format(override=""), cfg).status == "rejected"
+    assert simulate(fixed, TB.format(override="#(.W(8)) "), cfg).status == "ok"

@@ -1,11 +1,13 @@
 """Static facts about a design's RTL, read with pyslang: module spans and unpacked arrays.
 
-Module spans name the design's units (a testbench may not redefine them); unpacked arrays are
-left out of toggle coverage as IMC does.
+Module spans say where each design unit's source lies: the DUT instance is the hierarchy path
+whose coverage points come from the top module's span of the task's own files (execute.score_points).
+Unpacked arrays are left out of toggle coverage as IMC does.
 """
 from __future__ import annotations
 
 import functools
+import posixpath
 from dataclasses import dataclass, field
 
 from pyslang import syntax
@@ -34,16 +36,15 @@ class DesignFacts:
     def spans_of(self, module: str) -> list[ModuleSpan]:
         return [m for m in self.modules if m.name == module]
 
-    def origin(self, verilated: str) -> str | None:
-        """The design module a module name in Verilator's output stands for: itself, or the module
-        a parameter-specialised copy was made from (Verilator names a copy `<module>__<params>`:
-        lane__K5 per instance parameter, top__W8 for a testbench's override); None when the design
-        declares neither. A testbench may not declare a unit named `<design unit>__...`
-        (safety.check_design_units), so a copy's name always means the design's module."""
-        names = self.module_names
-        if verilated in names:
-            return verilated
-        return max((n for n in names if verilated.startswith(n + "__")), key=len, default=None)
+    def in_module(self, module: str, file: str, line: int) -> bool:
+        """Does source position (file, line) lie inside a declaration of `module`?"""
+        file = source_name(file)
+        return any(source_name(m.file) == file and m.start <= line <= m.end for m in self.spans_of(module))
+
+
+def source_name(name: str) -> str:
+    """One spelling per source file: coverage points name a file as Verilator was given it."""
+    return posixpath.normpath(name)
 
 
 def _facts_for_file(name: str, text: str, defines: tuple[tuple[str, str], ...]) -> tuple[list, set]:
@@ -78,18 +79,15 @@ def design_facts(files: tuple[tuple[str, str], ...], defines: tuple[tuple[str, s
     return DesignFacts(tuple(modules), frozenset(unpacked))
 
 
-def find_dut_instance(point_modules: dict[str, set[str]], dut_module: str,
-                      instance_name: str) -> tuple[str | None, bool]:
+def find_dut_instance(dut_paths: set[str], instance_name: str) -> tuple[str | None, bool]:
     """Choose the hierarchy path to score and whether it carries the required instance name.
 
-    `point_modules` maps each hierarchy path to the modules that declared its own points
-    (Verilator's page field). An instance of the DUT is a path whose points the DUT module
-    declared: attribution goes by instance hierarchy and module, never by the file or line a
-    point claims, which a testbench can forge with `line. Preference: the DUT instance named
-    `instance_name` (shallowest first), else the shallowest DUT instance (instance_ok False).
+    `dut_paths` are the instances of the DUT: paths with coverage points whose source lies in the
+    top module's declaration in the task's own files (attribution by source, never by a module
+    name, which a testbench chooses). Preference: the DUT instance named `instance_name`
+    (shallowest first), else the shallowest DUT instance (instance_ok False).
     """
-    duts = sorted((p for p, mods in point_modules.items() if dut_module in mods),
-                  key=lambda p: (p.count("."), p))
+    duts = sorted(dut_paths, key=lambda p: (p.count("."), p))
     named = [p for p in duts if p.rsplit(".", 1)[-1] == instance_name]
     if named:
         return named[0], True

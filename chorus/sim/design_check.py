@@ -19,6 +19,7 @@ from ..tasks.schema import TRUSTED, Task
 from .result import SimResult
 from .build import build_jail, define_args, verilator_errors, verilator_flags
 from .config import SimConfig
+from .design import source_name
 from .process import run_limited
 from .toolchain import Toolchain
 from .workdirs import new_workdir
@@ -69,12 +70,35 @@ def stage_design(task: Task, design: Path) -> list[str] | SimResult:
             return SimResult("harness_error", f"task {task.id}: RTL file name {name!r} is not a relative path")
         (design / rel).parent.mkdir(parents=True, exist_ok=True)
         (design / rel).write_text(text)
-        if rel.lower().endswith(SV_SUFFIXES):
+        if is_sv_source(rel):
             sources.append(rel)
     if not sources:
         return SimResult("harness_error", f"task {task.id}: no SystemVerilog source among its files "
                          f"({', '.join(SV_SUFFIXES)})")
     return sources
+
+
+def is_sv_source(name: str) -> bool:
+    return name.lower().endswith(SV_SUFFIXES)
+
+
+def design_sources(task: Task) -> frozenset[str]:
+    """The task's SystemVerilog files, spelt as coverage points name them: the only sources whose
+    points can be the design's. The testbench cannot add to them: it is written under another
+    name (testbench_path), and every `line marker in it names its own file (preprocess)."""
+    return frozenset(source_name(rel) for name in task.rtl if (rel := safe_relpath(name)) and is_sv_source(rel))
+
+
+def testbench_path(task: Task) -> str:
+    """Where the testbench is written: verif/<its name>, as in CVDP, and never over a task file (its
+    points would then be counted as the design's)."""
+    name = PurePosixPath(safe_relpath(task.tb_name) or "tb.sv").name
+    taken = {source_name(n) for n in task.rtl}
+    path = f"verif/{name}"
+    while source_name(path) in taken:
+        name = f"chorus_{name}"
+        path = f"verif/{name}"
+    return path
 
 
 @contextmanager
@@ -119,6 +143,58 @@ def design_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) 
     if key not in _KNOWN:
         _KNOWN[key] = _lint(task, tc, cfg, cache_root)
     return _KNOWN[key]
+
+
+_STATED: dict[str, "set | str"] = {}
+
+
+def stated_design(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> set | SimResult:
+    """The signatures (dut_parameters) of the DUT at each parameter assignment the task allows,
+    from Verilator elaborating the design alone; or the task error that stops every sample, said
+    once per design and process."""
+    from . import dut_parameters
+
+    key = _design_key(task, tc) + dut_parameters.parameters_key(task)
+    if key not in _STATED:
+        _STATED[key] = _elaborate_stated(task, tc, cfg, cache_root)
+    found = _STATED[key]
+    return SimResult("harness_error", found) if isinstance(found, str) else found
+
+
+def _elaborate_stated(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> set | str:
+    from . import dut_parameters
+    from .design import PortError, dut_ports
+    from .verilator_ast import json_only_command, load_tree
+
+    combos = dut_parameters.stated_combinations(task)
+    if isinstance(combos, str):
+        return combos
+    try:
+        ports = dut_ports(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())))
+    except PortError as exc:
+        return f"task {task.id}: {exc}"
+    top = dut_parameters.REFERENCE_TOP
+    with _staged(task, "params") as (workdir, design, sources):
+        if not isinstance(sources, list):
+            return sources.reason
+        (design / f"{top}.sv").write_text(dut_parameters.reference_wrapper(task, combos, ports))
+        ast_dir = workdir / "ast"
+        ast_dir.mkdir()
+        cmd = json_only_command(tc, cfg, ast_dir, top, task.defines, [*sources, f"{top}.sv"])
+        r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=workdir / "ast.log",
+                        mem_mb=cfg.mem_limit_mb, file_mb=512, jail=build_jail(cfg, cache_root, (design,), (ast_dir,)))
+        if r.setup_error:
+            return f"isolation could not be set up: {r.setup_error}"
+        if r.timed_out or r.signal is not None or r.returncode != 0:
+            errors = verilator_errors(r.log)
+            why = errors[0][:300] if errors else f"Verilator exit {r.returncode}, signal {r.signal}"
+            return f"task {task.id}: its RTL does not elaborate at the parameters it states: {why}"
+        try:
+            tree, files = load_tree(ast_dir)
+        except (OSError, ValueError) as exc:
+            return f"task {task.id}: Verilator's elaboration of its RTL is unreadable: {exc}"
+        found = dut_parameters.read_reference(tree, files, task, design_sources(task))
+        return found or f"task {task.id}: Verilator's elaboration of its RTL has no instance of {task.top}"
 
 
 LINT_TOP = "chorus_lint_top"

@@ -13,14 +13,14 @@ import json
 import os
 import re
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..tasks.schema import Task
 from .config import SimConfig
 from .coverage import CoverageFormatError, Point, compute_metrics, parse_coverage_text
-from .design import find_dut_instance
+from .design import find_dut_instance, source_name
+from .design_check import design_sources
 from .isolation import Policy
 from .process import Jail, RunOutcome, run_limited
 from .result import SimResult
@@ -174,20 +174,19 @@ def score_run(task: Task, cfg: SimConfig, r: RunOutcome, rec: RunRecord, facts, 
 
 
 def score_points(task: Task, points: list[Point], facts) -> SimResult:
-    """Coverage of the DUT instance's subtree: every point of every module copy under it.
-
-    Points are attributed by instance path, and each point's module is mapped back to the design
-    module it was specialised from (facts.origin), so parameter-specialised submodules and a DUT
-    renamed by a testbench's parameter override count like the plain module."""
-    modules: dict[str, set[str]] = defaultdict(set)
-    origin = {m: facts.origin(m) for m in {p.module for p in points}} if facts.modules else {}
-    for p in points:
-        modules[p.hier].add(origin.get(p.module, p.module))
-    path, instance_ok = find_dut_instance(modules, task.top, task.instance)
+    """Coverage of the DUT instance's subtree, attributed by source: a point is the design's when it
+    comes from the task's own SystemVerilog files (which the testbench cannot write or re-map:
+    design_check.design_sources), and the DUT instance is a path holding points from the top
+    module's declaration there. No module name decides it (a testbench names its own modules, and
+    Verilator names parameter-specialised copies `<module>__<params>`), so every copy of a design
+    module under the DUT counts and no testbench module ever does."""
+    sources = design_sources(task)
+    own = [p for p in points if source_name(p.file) in sources]
+    paths = {p.hier for p in own if facts.in_module(task.top, p.file, p.line)}
+    path, instance_ok = find_dut_instance(paths, task.instance)
     if path is None:
         return SimResult("ok", f"no coverage points of module {task.top}: it is not instantiated, or nothing in "
                          "it can ever change (all inputs tied to constants) and Verilator removed it")
-    own = [p for p in points if origin[p.module] is not None] if origin else points
     report = compute_metrics(own, path, instance_ok, facts.unpacked, task.rtl)
     reason = "" if instance_ok else f"DUT not instantiated as '{task.instance}'; scored {path} instead"
     return SimResult("ok", reason, report)

@@ -4,9 +4,15 @@ The build then compiles exactly the testbench text checked by safety.py. The des
 first, as in the build, so macros they define reach the testbench the same way; a random
 sentinel line between them and the testbench marks where the testbench's output starts (the
 testbench cannot forge it: it never sees the value, and only the first occurrence counts).
+
+Every `line marker in the testbench's output is pinned to the testbench's own file: a `line
+directive or an `include of an RTL file would otherwise give testbench code the RTL's file name,
+and coverage is attributed by source file (execute.score_points). Any other `line text, even in a
+string, is refused, so no lexer disagreement can leave a marker the build would obey.
 """
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +29,7 @@ EXPANSION_FACTOR = 8  # preprocessed testbench may be this many times the raw si
 class Preprocessed:
     rtl: str | None = None
     testbench: str | None = None
-    status: str = "ok"  # ok | timeout | failed | too_large | setup
+    status: str = "ok"  # ok | timeout | failed | too_large | refused | setup
     reason: str = ""
     log: str = ""
 
@@ -62,4 +68,21 @@ def preprocess(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, r
     if len(tail) > cfg.max_testbench_kb * 1024 * EXPANSION_FACTOR:
         return Preprocessed(status="too_large", reason=f"the testbench's macros expand to {len(tail) // 1024} KB, "
                             f"over {EXPANSION_FACTOR} x simulator.max_testbench_kb", log=r.log)
-    return Preprocessed(rtl=head, testbench=tail, log=r.log)
+    pinned = pin_line_markers(tail, tb_rel)
+    if pinned is None:
+        return Preprocessed(status="refused", reason="a `line directive outside Verilator's own line markers (even "
+                            "inside a string) is not allowed: coverage is attributed by source file", log=r.log)
+    return Preprocessed(rtl=head, testbench=pinned, log=r.log)
+
+
+# Verilator's preprocessor writes a marker on a line of its own: `line <line> "<file>" <level>
+_MARKER = re.compile(r'^`line (\d+) "[^"\n]*" ([012])$', re.M)
+_ANY_LINE = re.compile(r"`\s*line\b")
+
+
+def pin_line_markers(text: str, own_file: str) -> str | None:
+    """`text` with every line marker naming `own_file` (line numbers kept for messages), or None
+    when `line appears anywhere else."""
+    if _ANY_LINE.search(_MARKER.sub("", text)):
+        return None
+    return _MARKER.sub(lambda m: f'`line {m[1]} "{own_file}" {m[2]}', text)

@@ -10,20 +10,22 @@ import functools
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ..tasks.schema import TRUSTED, Task
 from .build import build, build_fingerprint
 from .cache import ResultCache, default_cache_root, result_key
 from .config import SimConfig
 from .design import design_facts
+from .dut_parameters import parameters_key
 from .execute import run_solo, score_run
 from .result import SimResult
 from .runtime import RuntimeBuildError
 from . import safety, svlex
-from .design_check import design_problem, rtl_host_code, rtl_too_large, safe_relpath, stage_design, untrusted_rtl
+from .design_check import (design_problem, design_sources, rtl_host_code, rtl_too_large, stage_design, stated_design,
+                           testbench_path, untrusted_rtl)
 from .preprocess import preprocess
-from .verilator_ast import check_ast
+from .verilator_ast import DutSpec, check_ast
 from .toolchain import ToolchainError, find_toolchain
 from .workdirs import new_workdir
 
@@ -44,6 +46,7 @@ def simulate(task: Task, testbench: str | None, cfg: SimConfig | None = None) ->
     root = default_cache_root(cfg.cache_dir)
     # Trust changes what may be built, so a trusted run's `ok` must never answer an untrusted one.
     trust = "+trusted-rtl" if task.meta.get(TRUSTED) else ""
+    trust += f"+parameters={parameters_key(task)}" if task.parameters else ""
     key = result_key(task.rtl, task.defines, task.top, task.instance, testbench, task.tb_name,
                      build_fingerprint(cfg) + trust, tc.version)
     cache = ResultCache(root, cfg.cache_max_gb) if cfg.cache else None
@@ -66,8 +69,7 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
     if len(encoded) > cfg.max_testbench_kb * 1024:
         return SimResult("rejected", f"the testbench is larger than simulator.max_testbench_kb={cfg.max_testbench_kb} KB")
     facts = task_facts(task)
-    # The testbench lives in verif/ as in CVDP's layout, so it never shadows an RTL file.
-    tb_name = "verif/" + PurePosixPath(safe_relpath(task.tb_name) or "tb.sv").name
+    tb_name = testbench_path(task)
     workdir = new_workdir("sim")
     try:
         design, out = workdir / "design", workdir / "out"
@@ -84,13 +86,17 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         if isinstance(checked, SimResult):
             return checked
         text, tb_top, units, unparsed = checked
+        stated = stated_design(task, tc, cfg, root)
+        if isinstance(stated, SimResult):
+            return stated
+        dut = DutSpec(task.top, design_sources(task), frozenset(stated))
         (design / tb_name).write_text(text)  # build exactly the text that was checked
         sources.append(tb_name)
         # The AST check and the build's Verilator run side by side (both only read the sources); the
         # build compiles C++ only once the check has passed, and a failed check decides the result.
         with ThreadPoolExecutor(max_workers=1) as checker:
             checking = checker.submit(check_ast, tc, cfg, root, workdir, sources, tb_top, task.defines,
-                                      set(units.declared), bool(task.meta.get(TRUSTED)), cfg.allow_dut_writes)
+                                      set(units.declared), bool(task.meta.get(TRUSTED)), cfg.allow_dut_writes, dut)
             try:
                 b = None if unparsed else build(tc, cfg, workdir, sources, tb_top, task.defines, root,
                                                 naive=cfg.naive_build,
@@ -139,7 +145,7 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
     pre = preprocess(tc, cfg, root, workdir, sources, tb_name, task.defines)
     if pre.status == "setup":
         return SimResult("harness_error", pre.reason)
-    if pre.status == "too_large":
+    if pre.status in ("too_large", "refused"):
         return SimResult("rejected", pre.reason, build_log=pre.log)
     if pre.status != "ok":
         return _blame(task, tc, cfg, root, "compile_error", pre.reason, pre.log)

@@ -25,6 +25,7 @@ from .build import build_jail, define_args, verilator_errors
 from .config import SimConfig
 from .process import run_limited
 from .dut_boundary import breach
+from .dut_parameters import instance_signatures, override_problem
 from .toolchain import WARNING_FLAGS, Toolchain
 from .verilator_tree import walk
 
@@ -37,15 +38,37 @@ class AstVerdict:
     log: str = ""
 
 
+def json_only_command(tc: Toolchain, cfg: SimConfig, ast_dir: Path, top: str, defines: dict[str, str],
+                      sources: list[str]) -> list[str]:
+    """Verilator's elaborated parse tree of `sources` into `ast_dir` (read with load_tree)."""
+    return [str(tc.verilator), "--json-only", "--timing", "--timescale", "1ns/1ps", *WARNING_FLAGS,
+            *cfg.extra_verilator_flags, "--top-module", top, "--Mdir", str(ast_dir), "--prefix", "Vast",
+            *define_args(defines), *sources]
+
+
+def load_tree(ast_dir: Path) -> tuple[dict, dict]:
+    """The tree and its file table (letter -> filename, realpath) from a json_only_command run."""
+    tree = json.loads((ast_dir / "Vast.tree.json").read_text())
+    files = json.loads((ast_dir / "Vast.tree.meta.json").read_text()).get("files", {})
+    return tree, files
+
+
+@dataclass(frozen=True)
+class DutSpec:
+    """What the DUT's instances are checked against: the task's top module, its SystemVerilog
+    files, and the signatures of its stated parameters (dut_parameters)."""
+    top: str
+    sources: frozenset
+    stated: frozenset
+
+
 def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, sources: list[str], top: str,
               defines: dict[str, str], design_units: set[str], trusted_rtl: bool,
-              allow_dut_writes: bool = False) -> AstVerdict:
+              allow_dut_writes: bool = False, dut: DutSpec | None = None) -> AstVerdict:
     design, out = workdir / "design", workdir / "out"
     ast_dir = workdir / "ast"
     ast_dir.mkdir(exist_ok=True)
-    cmd = [str(tc.verilator), "--json-only", "--timing", "--timescale", "1ns/1ps", *WARNING_FLAGS,
-           *cfg.extra_verilator_flags, "--top-module", top, "--Mdir", str(ast_dir), "--prefix", "Vast",
-           *define_args(defines), *sources]
+    cmd = json_only_command(tc, cfg, ast_dir, top, defines, sources)
     r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=out / "ast.log",
                     mem_mb=cfg.mem_limit_mb, file_mb=512, jail=build_jail(cfg, cache_root, (design,), (ast_dir,)))
     if r.setup_error:
@@ -56,12 +79,16 @@ def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, so
                                               f"Verilator stopped (exit {r.returncode}, signal {r.signal})")
         return AstVerdict("compile_error", why, r.log)
     try:
-        tree = json.loads((ast_dir / "Vast.tree.json").read_text())
-        files = json.loads((ast_dir / "Vast.tree.meta.json").read_text()).get("files", {})
+        tree, files = load_tree(ast_dir)
     except (OSError, ValueError) as exc:
         return AstVerdict("compile_error", f"Verilator's parse tree is unreadable: {exc}", r.log)
     std_file = str((tc.root / "include" / "verilated_std.sv").resolve())
-    return judge(tree, files, design_units, trusted_rtl, allow_dut_writes, std_file)
+    verdict = judge(tree, files, design_units, trusted_rtl, allow_dut_writes, std_file)
+    if verdict.status == "ok" and dut is not None:
+        found = instance_signatures(tree, files, dut.top, dut.sources)
+        if why := override_problem(found, set(dut.stated), dut.top):
+            return AstVerdict("rejected", why)
+    return verdict
 
 
 def judge(tree: dict, files: dict, design_units: set[str], trusted_rtl: bool,

@@ -33,6 +33,9 @@ class Task:
     # a compact spec: the facts stimulus depends on in a few lines; prompts that cannot hold the spec
     # carry it instead (generated tasks state it on the input aliases)
     brief: str = ""
+    # the DUT's parameters as the task states them: name -> value (SystemVerilog text) or a list of
+    # allowed values; any other value is refused (sim/dut_parameters.py). {}: the RTL's defaults.
+    parameters: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
 
     @property
@@ -58,6 +61,10 @@ class Task:
         t = cls(**d)
         if isinstance(t.meta, dict):
             t.meta.pop(TRUSTED, None)
+        if not isinstance(t.parameters, dict) or not all(
+                isinstance(v, (str, int)) or (isinstance(v, list) and v and all(isinstance(x, (str, int)) for x in v))
+                for v in t.parameters.values()):
+            raise TaskFormatError(f"{where}: 'parameters' must map parameter names to a value or a list of allowed values")
         try:
             t.targets = {str(k): float(v) for k, v in t.targets.items()}
         except (TypeError, ValueError, AttributeError):
