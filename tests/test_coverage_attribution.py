@@ -153,3 +153,18 @@ def test_a_task_may_allow_a_set_of_parameter_values(cfg):
     fixed = Task(id="lanes8", spec="", rtl={"rtl/top.sv": LANES}, top="top", instance="uut", parameters={"W": 8})
     assert simulate(fixed, TB.format(override=""), cfg).status == "rejected"
     assert simulate(fixed, TB.format(override="#(.W(8)) "), cfg).status == "ok"
+
+
+@pytest.mark.slow
+def test_chorus_harnesses_instantiate_the_dut_at_the_stated_parameters(cfg):
+    """The body skeleton's DUT: widths and instance at the task's values, which pass the check."""
+    from chorus.stimulus.aliases import alias_map
+    from chorus.stimulus.skeleton import body_testbench
+
+    rtl = ("module wide #(parameter int W = 4)(input logic clk, input logic [W-1:0] a, output logic [W-1:0] y);\n"
+           "  always_ff @(posedge clk) y <= a;\nendmodule\n")
+    task = Task(id="wide", spec="", rtl={"rtl/wide.sv": rtl}, top="wide", instance="uut", parameters={"W": 8})
+    amap = alias_map(task)
+    assert [a.width for a in amap.inputs] == [8] and [a.width for a in amap.outputs] == [8]
+    r = simulate(task, body_testbench(task, amap, "repeat (4) @(negedge clk) in0 = in0 + 8'd33;"), cfg)
+    assert r.status == "ok" and r.report.instance.endswith(".uut"), r

@@ -131,12 +131,16 @@ def _find_instance(instances: list, module: str, depth: int = 0):
     return _find_instance(children, module, depth + 1)
 
 
-def dut_ports(files: tuple[tuple[str, str], ...], top: str,
-              defines: tuple[tuple[str, str], ...] = ()) -> list[Port]:
-    """Elaborate the RTL with pyslang and return `top`'s ports with resolved widths."""
+def dut_ports(files: tuple[tuple[str, str], ...], top: str, defines: tuple[tuple[str, str], ...] = (),
+              parameters: tuple[tuple[str, str], ...] = ()) -> list[Port]:
+    """Elaborate the RTL with pyslang at `parameters` (Task.stated_parameters) and return `top`'s
+    ports with resolved widths."""
+    from pyslang import Bag
     from pyslang import ast as slang_ast
 
-    comp = slang_ast.Compilation()
+    options = slang_ast.CompilationOptions()
+    options.paramOverrides = [f"{k}={v}" for k, v in parameters]
+    comp = slang_ast.Compilation(Bag([options]))
     prelude = "".join(f"`define {k} {v}\n" for k, v in defines)
     for name, text in files:
         comp.addSyntaxTree(syntax.SyntaxTree.fromText(prelude + text, name))

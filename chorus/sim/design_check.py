@@ -170,7 +170,8 @@ def _elaborate_stated(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Pat
     if isinstance(combos, str):
         return combos
     try:
-        ports = dut_ports(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())))
+        ports = dut_ports(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())),
+                          task.stated_parameters)
     except PortError as exc:
         return f"task {task.id}: {exc}"
     top = dut_parameters.REFERENCE_TOP
@@ -207,7 +208,8 @@ def _lint_wrapper(task: Task) -> str | None:
     from .design import PortError, dut_ports
 
     try:
-        ports = dut_ports(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())))
+        ports = dut_ports(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())),
+                          task.stated_parameters)
     except PortError:
         return None
     ifaces = [p for p in ports if p.direction == "interface"]

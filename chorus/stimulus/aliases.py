@@ -64,10 +64,10 @@ def _describe(port: str, texts: list[str]) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _alias_map(files: tuple, top: str, defines: tuple, texts: tuple[str, ...]) -> AliasMap:
+def _alias_map(files: tuple, top: str, defines: tuple, texts: tuple[str, ...], parameters: tuple = ()) -> AliasMap:
     clock = reset = None
     inputs, outputs, unmapped = [], [], []
-    for p in dut_ports(files, top, defines):
+    for p in dut_ports(files, top, defines, parameters):
         if p.direction not in ("input", "output") or p.unpacked:
             unmapped.append(p.name)
             continue
@@ -85,7 +85,8 @@ def _alias_map(files: tuple, top: str, defines: tuple, texts: tuple[str, ...]) -
 
 def alias_map(task: Task) -> AliasMap:
     texts = (task.spec, *task.spec_files.values())
-    return _alias_map(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())), texts)
+    return _alias_map(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())), texts,
+                      task.stated_parameters)
 
 
 def alias_table(amap: AliasMap, descriptions: bool = True) -> str:

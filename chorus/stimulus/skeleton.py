@@ -33,7 +33,8 @@ def prelude(task: Task, amap: AliasMap) -> list[str]:
 def dut_instance(task: Task, amap: AliasMap) -> str:
     """The DUT under its required instance name, each port wired to the signal named by its alias."""
     conns = [f".{a.port}({a.alias})" for a in amap.all]
-    return f"  {task.top} {task.instance} ({', '.join(conns)});"
+    params = ", ".join(f".{k}({v})" for k, v in task.stated_parameters)
+    return f"  {task.top} {'#(' + params + ') ' if params else ''}{task.instance} ({', '.join(conns)});"
 
 
 def cocotb_wrapper(task: Task, amap: AliasMap, top: str = COCOTB_TOP) -> str:

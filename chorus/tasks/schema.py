@@ -39,6 +39,12 @@ class Task:
     meta: dict = field(default_factory=dict)
 
     @property
+    def stated_parameters(self) -> tuple[tuple[str, str], ...]:
+        """The parameter values chorus's own harnesses instantiate the DUT with: each fixed value, or
+        the first of an allowed list (sorted by name; empty: the RTL's defaults)."""
+        return tuple((k, str(v[0] if isinstance(v, list) else v)) for k, v in sorted(self.parameters.items()))
+
+    @property
     def target(self) -> float:
         return float(self.targets.get("overall", max(self.targets.values(), default=100.0)))
 
