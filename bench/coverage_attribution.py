@@ -4,13 +4,14 @@
 
 Every bundled reference testbench and, where ../shared/cvdp is present, every CVDP proxy testbench
 (proxy_tbs/) is simulated once; its coverage points are then scored three ways:
-- chorus: what simulate() reports (every point under the DUT instance, module copies mapped back);
-- independent: every point whose hierarchy lies under the scored instance path, with no module
-  logic at all (the count IMC makes of an instance's subtree);
+- chorus: what simulate() reports (points from the task's own files under the DUT instance, the
+  instance found by the top module's source span: attribution by source, since 2026-12-03);
+- independent: every point whose hierarchy lies under the scored instance path, with no file or
+  module logic at all (the count IMC makes of an instance's subtree);
 - by name (before 2026-12-01): only points whose module name is a design module's own, which drops
-  Verilator's parameter-specialised copies (`lane__K5`) and a DUT renamed by an override (`__W8`).
+  Verilator's parameter-specialised copies (`lane__K5`).
 It prints one row per testbench and then the rows where chorus and by-name differ, with why;
-chorus must equal the independent count on every row.
+chorus must equal the independent count on every row (no testbench code lies under the DUT).
 """
 from __future__ import annotations
 

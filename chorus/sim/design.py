@@ -131,6 +131,23 @@ def _find_instance(instances: list, module: str, depth: int = 0):
     return _find_instance(children, module, depth + 1)
 
 
+def dut_parameters(files: tuple[tuple[str, str], ...], top: str,
+                   defines: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """`top`'s overridable value parameters -> their default values (pyslang's rendering), {} when
+    the RTL does not elaborate."""
+    from pyslang import ast as slang_ast
+
+    comp = slang_ast.Compilation()
+    prelude = "".join(f"`define {k} {v}\n" for k, v in defines)
+    for name, text in files:
+        comp.addSyntaxTree(syntax.SyntaxTree.fromText(prelude + text, name))
+    inst = _find_instance(list(comp.getRoot().topInstances), top)
+    if inst is None:
+        return {}
+    return {p.name: str(p.value) for p in inst.body.parameters
+            if type(p).__name__ == "ParameterSymbol" and not p.isLocalParam}
+
+
 def dut_ports(files: tuple[tuple[str, str], ...], top: str, defines: tuple[tuple[str, str], ...] = (),
               parameters: tuple[tuple[str, str], ...] = ()) -> list[Port]:
     """Elaborate the RTL with pyslang at `parameters` (Task.stated_parameters) and return `top`'s

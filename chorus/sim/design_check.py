@@ -11,8 +11,10 @@ sources are ever compiled), and verdicts on its RTL, each cached per design.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..tasks.schema import TRUSTED, Task
@@ -145,30 +147,60 @@ def design_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) 
     return _KNOWN[key]
 
 
-_STATED: dict[str, "set | str"] = {}
+_ELABORATED: dict[tuple, "dict | str"] = {}
 
 
-def stated_design(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> set | SimResult:
-    """The signatures (dut_parameters) of the DUT at each parameter assignment the task allows,
-    from Verilator elaborating the design alone; or the task error that stops every sample, said
-    once per design and process."""
+@dataclass(frozen=True)
+class StatedDesign:
+    """The design as the task states it (dut_parameters.override_problem reads it): what each allowed
+    value of each named parameter elaborates to, and the signature of the design at an assignment."""
+    texts: dict
+    task: Task
+    tc: Toolchain
+    cfg: SimConfig
+    cache_root: Path
+
+    def reference(self, assignment: tuple[tuple[str, str], ...]) -> tuple | str:
+        found = _elaborate(self.task, self.tc, self.cfg, self.cache_root, (dict(assignment),))
+        return found if isinstance(found, str) else found["chorus_dut_0"]
+
+
+def stated_design(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> StatedDesign | SimResult:
+    """What the DUT's instances are checked against, from Verilator elaborating the design alone at
+    each value the task allows; or the task error that stops every sample (said once per design
+    and process: elaborations are cached)."""
     from . import dut_parameters
 
-    key = _design_key(task, tc) + dut_parameters.parameters_key(task)
-    if key not in _STATED:
-        _STATED[key] = _elaborate_stated(task, tc, cfg, cache_root)
-    found = _STATED[key]
-    return SimResult("harness_error", found) if isinstance(found, str) else found
+    allowed = dut_parameters.allowed_values(task)
+    if isinstance(allowed, str):
+        return SimResult("harness_error", allowed)
+    cells = dut_parameters.value_cells(allowed)
+    found = _elaborate(task, tc, cfg, cache_root, tuple(c for _, c in cells))
+    if isinstance(found, str):
+        return SimResult("harness_error", found)
+    texts: dict[str, dict[str, str]] = {name: {} for name in allowed}
+    for i, (varied, assignment) in enumerate(cells):
+        params = dict(found[f"chorus_dut_{i}"][0])
+        for name in ([varied] if varied else allowed):
+            if name not in params:
+                return SimResult("harness_error", f"task {task.id}: {task.top} has no parameter {name}")
+            texts[name].setdefault(params[name], assignment[name])
+    return StatedDesign(texts, task, tc, cfg, cache_root)
 
 
-def _elaborate_stated(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> set | str:
+def _elaborate(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path, cells: tuple[dict, ...]) -> dict | str:
+    key = (_design_key(task, tc), json.dumps(cells, sort_keys=True))
+    if key not in _ELABORATED:
+        _ELABORATED[key] = _elaborate_uncached(task, tc, cfg, cache_root, list(cells))
+    return _ELABORATED[key]
+
+
+def _elaborate_uncached(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path, cells: list[dict]) -> dict | str:
+    """Instance name -> signature of the DUT elaborated alone once per assignment in `cells`."""
     from . import dut_parameters
     from .design import PortError, dut_ports
     from .verilator_ast import json_only_command, load_tree
 
-    combos = dut_parameters.stated_combinations(task)
-    if isinstance(combos, str):
-        return combos
     try:
         ports = dut_ports(tuple(sorted(task.rtl.items())), task.top, tuple(sorted(task.defines.items())),
                           task.stated_parameters)
@@ -178,7 +210,7 @@ def _elaborate_stated(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Pat
     with _staged(task, "params") as (workdir, design, sources):
         if not isinstance(sources, list):
             return sources.reason
-        (design / f"{top}.sv").write_text(dut_parameters.reference_wrapper(task, combos, ports))
+        (design / f"{top}.sv").write_text(dut_parameters.reference_wrapper(task, cells, ports))
         ast_dir = workdir / "ast"
         ast_dir.mkdir()
         cmd = json_only_command(tc, cfg, ast_dir, top, task.defines, [*sources, f"{top}.sv"])
@@ -194,8 +226,10 @@ def _elaborate_stated(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Pat
             tree, files = load_tree(ast_dir)
         except (OSError, ValueError) as exc:
             return f"task {task.id}: Verilator's elaboration of its RTL is unreadable: {exc}"
-        found = dut_parameters.read_reference(tree, files, task, design_sources(task))
-        return found or f"task {task.id}: Verilator's elaboration of its RTL has no instance of {task.top}"
+        found = dut_parameters.cell_signatures(tree, files, task, design_sources(task))
+        if len(found) != len(cells):
+            return f"task {task.id}: Verilator's elaboration of its RTL lost instances of {task.top}"
+        return found
 
 
 LINT_TOP = "chorus_lint_top"

@@ -12,13 +12,11 @@ or a list of allowed values; the defaults when it names none), computed once per
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 
 from ..tasks.schema import Task
 
-MAX_COMBINATIONS = 64  # allowed-value combinations one task may declare (each is elaborated once)
 _SCOPES = ("MODULE", "IFACE")
 
 
@@ -105,28 +103,31 @@ def _where(node: dict, files: dict) -> str:
 
 # ---------------------------------------------------------------- what the task states
 
-def stated_combinations(task: Task) -> list[dict[str, str]] | str:
-    """Each allowed assignment of the task's parameters ({} = the defaults), or why it is malformed."""
-    names, choices = [], []
+def allowed_values(task: Task) -> dict[str, list[str]] | str:
+    """Each parameter the task names -> its allowed values as SystemVerilog text (a fixed value is a
+    list of one), or why they are malformed."""
+    out = {}
     for name, value in sorted(task.parameters.items()):
         options = value if isinstance(value, list) else [value]
         if not options or not all(isinstance(v, (str, int)) for v in options):
             return f"task {task.id}: parameters.{name} must be a value or a list of values"
-        names.append(name)
-        choices.append([str(v) for v in options])
-    combos = [dict(zip(names, c)) for c in itertools.product(*choices)]
-    if len(combos) > MAX_COMBINATIONS:
-        return f"task {task.id}: its parameters allow {len(combos)} combinations, over {MAX_COMBINATIONS}"
-    return combos
+        out[name] = list(dict.fromkeys(str(v) for v in options))
+    if sum(map(len, out.values())) > MAX_VALUES:
+        return f"task {task.id}: its parameters list more than {MAX_VALUES} allowed values"
+    return out
 
 
-def reference_wrapper(task: Task, combos: list[dict[str, str]], ports) -> str:
-    """A top instantiating the DUT once per allowed combination; interface ports get an interface
-    instance each (Verilator refuses them on a top module), other ports stay open."""
+MAX_VALUES = 256  # allowed values one task may list, over all its parameters (each is elaborated once)
+REFERENCE_TOP = "chorus_parameters_top"
+
+
+def reference_wrapper(task: Task, cells: list[dict[str, str]], ports) -> str:
+    """A top instantiating the DUT once per assignment in `cells` (chorus_dut_<i>); interface ports
+    get an interface instance each (Verilator refuses them on a top module), other ports stay open."""
     lines = [f"module {REFERENCE_TOP};"]
     ifaces = [p for p in ports if p.direction == "interface"]
-    for i, combo in enumerate(combos):
-        params = ", ".join(f".{k}({v})" for k, v in combo.items())
+    for i, assignment in enumerate(cells):
+        params = ", ".join(f".{k}({v})" for k, v in assignment.items())
         for p in ifaces:
             lines.append(f"  {p.type} chorus_{p.name}_{i}();")
         pins = ", ".join(f".{p.name}(chorus_{p.name}_{i})" for p in ifaces)
@@ -135,31 +136,75 @@ def reference_wrapper(task: Task, combos: list[dict[str, str]], ports) -> str:
     return "\n".join(lines) + "\n"
 
 
-REFERENCE_TOP = "chorus_parameters_top"
+def value_cells(allowed: dict[str, list[str]]) -> list[tuple[str | None, dict[str, str]]]:
+    """The assignments that show what each allowed value elaborates to: the stated one (each
+    parameter's first value), then each other value of one parameter on top of it."""
+    base = {k: v[0] for k, v in allowed.items()}
+    cells: list[tuple[str | None, dict[str, str]]] = [(None, base)]
+    cells += [(k, {**base, k: v}) for k, values in allowed.items() for v in values[1:]]
+    return cells
+
+
+def cell_signatures(tree: dict, files: dict, task: Task, sources: frozenset[str]) -> dict[str, tuple]:
+    """Instance name -> signature, for the DUT cells of a reference elaboration."""
+    return {where_name: sig for where_name, sig in _named_signatures(tree, files, task.top, sources)}
+
+
+def _named_signatures(tree: dict, files: dict, module: str, sources: frozenset[str]):
+    from .design import source_name
+
+    mods = {m.get("addr"): m for m in tree.get("modulesp") or [] if m.get("type") in _SCOPES}
+    memo: dict = {}
+    for m in mods.values():
+        if m.get("origName") != REFERENCE_TOP:
+            continue
+        for path, cell in _cells(m):
+            target = mods.get(cell.get("modp"))
+            if target is not None and target.get("origName") == module and \
+                    source_name(_file(target, files)) in sources:
+                yield path, _signature(target, mods, memo)
 
 
 def parameters_key(task: Task) -> str:
     return hashlib.sha256(json.dumps(task.parameters, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def read_reference(tree: dict, files: dict, task: Task, sources: frozenset[str]) -> set[tuple]:
-    return {sig for _, sig in instance_signatures(tree, files, task.top, sources)}
-
-
 # ---------------------------------------------------------------- the verdict
 
-def override_problem(found: list[tuple[str, tuple]], allowed: set[tuple], top: str) -> str | None:
-    """Why an instance of the DUT is not the design as the task states it, or None."""
+def override_problem(found: list[tuple[str, tuple]], texts: dict[str, dict[str, str]], reference, top: str) -> str | None:
+    """Why an instance of the DUT is not the design as the task states it, or None.
+
+    `texts`: each named parameter -> {what an allowed value elaborates to: its text}; `reference(
+    assignment)`: the signature of the design elaborated alone at that assignment of the named
+    parameters (or a task error). The instance's named parameters must each take an allowed value,
+    and then everything (the other parameters, every instance inside) must be what the design
+    elaborates to at those values."""
     for where, sig in found:
-        if sig in allowed:
+        own = dict(sig[0])
+        assignment = {}
+        for name, allowed in texts.items():
+            if own.get(name) not in allowed:
+                return _refusal(where, top, f"{name} = {_pretty(own.get(name, '?'))}", list(allowed.values()))
+            assignment[name] = allowed[own[name]]
+        want = reference(tuple(sorted(assignment.items())))
+        if isinstance(want, str):
+            return want
+        if sig == want:
             continue
-        want = next(iter(allowed), ((), ()))
-        diff = [f"{name} = {_pretty(v)} (the task states {_pretty(dict(want[0]).get(name, '?'))})"
-                for name, v in sig[0] if dict(want[0]).get(name) != v]
-        what = ("parameters " + ", ".join(diff)) if diff else "parameters inside it (a defparam on a submodule?)"
-        return (f"{where}: this instance of {top} has {what}; the task fixes its parameters, so coverage is of the "
-                "design as specified (remove the override or defparam)")
+        stated = dict(want[0])
+        diff = [f"{n} = {_pretty(v)}" for n, v in sig[0] if stated.get(n) != v]
+        if diff:
+            return _refusal(where, top, ", ".join(diff), [", ".join(f"{n} = {_pretty(stated[n])}" for n, v in sig[0]
+                                                                  if stated.get(n) != v and n in stated)])
+        return (f"{where}: this instance of {top} has parameters inside it other than the design's (a defparam on a "
+                "submodule?); the task fixes its parameters, so coverage is of the design as specified")
     return None
+
+
+def _refusal(where: str, top: str, found: str, allowed: list[str]) -> str:
+    return (f"{where}: this instance of {top} has {found}, where the task states "
+            f"{' or '.join(allowed) if allowed else 'other values'}; the task fixes its parameters, so coverage is "
+            "of the design as specified (remove the override or defparam)")
 
 
 _CONST = re.compile(r'"name": "(\d+)\'s?h([0-9a-fA-F]+)"')

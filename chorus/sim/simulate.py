@@ -89,7 +89,7 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         stated = stated_design(task, tc, cfg, root)
         if isinstance(stated, SimResult):
             return stated
-        dut = DutSpec(task.top, design_sources(task), frozenset(stated))
+        dut = DutSpec(task.top, design_sources(task), stated)
         (design / tb_name).write_text(text)  # build exactly the text that was checked
         sources.append(tb_name)
         # The AST check and the build's Verilator run side by side (both only read the sources); the

@@ -56,10 +56,10 @@ def load_tree(ast_dir: Path) -> tuple[dict, dict]:
 @dataclass(frozen=True)
 class DutSpec:
     """What the DUT's instances are checked against: the task's top module, its SystemVerilog
-    files, and the signatures of its stated parameters (dut_parameters)."""
+    files, and the design as stated (design_check.StatedDesign: its parameters)."""
     top: str
     sources: frozenset
-    stated: frozenset
+    stated: object
 
 
 def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, sources: list[str], top: str,
@@ -86,7 +86,7 @@ def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, so
     verdict = judge(tree, files, design_units, trusted_rtl, allow_dut_writes, std_file)
     if verdict.status == "ok" and dut is not None:
         found = instance_signatures(tree, files, dut.top, dut.sources)
-        if why := override_problem(found, set(dut.stated), dut.top):
+        if why := override_problem(found, dut.stated.texts, dut.stated.reference, dut.top):
             return AstVerdict("rejected", why)
     return verdict
 

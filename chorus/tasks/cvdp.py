@@ -84,6 +84,31 @@ def _row_parts(row: dict) -> tuple[str, dict, dict, dict]:
     return row.get("prompt", ""), row.get("context") or {}, row.get("harness") or {}, row.get("patch") or {}
 
 
+_ASSIGNED = r"`?{name}`?\s*(?:=|\(\s*Default\s*=)\s*(\d+)\b"
+
+
+def prompt_parameters(prompt: str, rtl: dict[str, str], top: str, defines: dict[str, str]) -> dict[str, list[str]]:
+    """The parameter values a CVDP prompt asks the testbench to support (`ROW_A = 2`, "(Default=4)"):
+    each parameter of the DUT the prompt assigns integers to -> its default and those values.
+    CVDP scores coverage at whatever parameters the testbench picks, and some prompts ask for
+    several configurations; chorus allows exactly the ones the task states (sim/dut_parameters.py)."""
+    from ..sim.design import dut_parameters
+
+    try:
+        defaults = dut_parameters(tuple(sorted(rtl.items())), top, tuple(sorted(defines.items())))
+    except Exception:  # noqa: BLE001 - a design pyslang cannot elaborate states nothing here
+        return {}
+    out = {}
+    for name, default in defaults.items():
+        values = re.findall(_ASSIGNED.format(name=re.escape(name)), prompt)
+        if not default.lstrip("-").isdigit():
+            continue
+        listed = list(dict.fromkeys([default, *(str(int(v)) for v in values)]))
+        if len(listed) > 1:
+            out[name] = listed
+    return out
+
+
 def row_to_task(row: dict, where: str = "row") -> Task:
     if not isinstance(row, dict) or "id" not in row:
         raise TaskFormatError(f"{where}: not a CVDP row (no 'id')")
@@ -125,6 +150,7 @@ def row_to_task(row: dict, where: str = "row") -> Task:
                 difficulty=categories[1] if len(categories) > 1 else "medium", source="cvdp",
                 family=categories[0] if categories else "", split="test", defines=defines,
                 spec_files=spec_files, reference_tb=reference, tb_name=tb_name,
+                parameters=prompt_parameters(prompt, rtl, top, defines),
                 meta={"instance_from": "process.py" if instance_from_process(process, env) else "default",
                       "has_target": bool(targets)})
 
