@@ -226,3 +226,28 @@ def test_a_run_keeps_its_temporaries_in_one_dir_that_the_next_run_sweeps_once_it
     assert normal.returncode == 0 and normal.stderr == "", normal.stderr
     assert list(tmp.iterdir()) == []  # the killed run's dir swept at the start, its own removed at the end
     tmp.rmdir()
+
+
+# Every build's C++ looks for what it includes and compiles beside its main first: a task file
+# with such a name, or any .cpp, must never get into the simulation.
+EVIL_CPP = "#error CHORUS_TASK_CPP_COMPILED\n"
+NOT_SV = {"verilated.h": EVIL_CPP, "verilated.cpp": EVIL_CPP, "rtl/evil.cpp": EVIL_CPP, "Vtop.h": EVIL_CPP,
+          "verilator.cpp": EVIL_CPP, "chorus_main.cpp": EVIL_CPP}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["testbench", "vectors", "cocotb"])
+def test_a_task_file_that_is_not_systemverilog_is_never_compiled(fmt, cache_root):
+    from test_cocotb_format import GOOD, RTL
+
+    task = Task(id="codelock", spec="lock", rtl={"codelock.sv": RTL, **NOT_SV}, top="codelock", instance="lock_i")
+    cfg = SimConfig(cache=False, cache_dir=str(cache_root), run_timeout_s=20)
+    tb = """module tb; logic clk = 0, rst = 1, key_valid = 0; logic [3:0] key = 0; logic open; logic [1:0] stage;
+  codelock lock_i(.*); always #5 clk = ~clk;
+  initial begin #12 rst = 0; key_valid = 1; key = 3; #10 key = 7; #10 key = 1; #20 $finish; end
+endmodule
+"""
+    sample = {"testbench": tb, "vectors": "rst\nin0=1 in1=3\nin1=7\nin1=1\n", "cocotb": GOOD}[fmt]
+    r = score(fmt, task, sample, cfg)
+    assert r.status == "ok" and r.overall is not None, r.reason
+    assert "CHORUS_TASK_CPP_COMPILED" not in r.build_log + r.reason
