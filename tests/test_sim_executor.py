@@ -79,6 +79,28 @@ def test_a_sample_over_its_budget_is_charged_and_the_samples_beside_it_keep_thei
         assert got[name].status == "runtime_error" and "killed its worker process" in got[name].reason, got[name]
 
 
+
+def _kill_or_echo(task, tb, cfg):
+    import signal
+
+    if tb == "KILL":
+        os.kill(os.getpid(), signal.SIGKILL)  # what a simulator the kernel kills does to its worker
+    return SimResult("rejected", tb)
+
+
+@pytest.mark.slow
+def test_many_worker_killers_never_take_a_queued_honest_job_down_and_each_is_charged():
+    from chorus.sim.worker_guard import Budget
+
+    task = load_tasks("generated", per_family=1, families=["counter"])[0]
+    jobs = ["KILL"] * 8 + ["honest-1", "honest-2"]  # more breaks of the pool than any fixed retry count
+    with LocalExecutor(2, Budget(cpu_s=2)) as ex:
+        results = evaluate_many([(task, j) for j in jobs], SimConfig(), fn=_kill_or_echo, executor=ex)
+        again = settled(ex.submit(_kill_or_echo, task, "KILL", SimConfig()))  # charged every time it comes back
+    for r in [*results[:8], again]:
+        assert r.status == "runtime_error" and "killed its worker process" in r.reason, r
+    assert [(r.status, r.reason) for r in results[8:]] == [("rejected", "honest-1"), ("rejected", "honest-2")]
+
 KILLED_RUN = """
 import sys, time
 from pathlib import Path
@@ -121,10 +143,13 @@ def test_a_killed_run_leaves_no_worker_forkserver_or_command_behind(tmp_path):
         return [ln for ln in out.splitlines() if f"sleep {tag}" in ln or str(script) in ln
                 or (f" {run.pid} " in ln and "multiprocessing" in ln)]
 
+    def sleeps() -> int:  # the commands themselves, not their keepers (process.KEEPER)
+        return sum(f"sleep {tag}" in ln and "chorus-keeper" not in ln for ln in ours())
+
     deadline = time.monotonic() + 60
-    while sum(f"sleep {tag}" in ln for ln in ours()) < 2 and time.monotonic() < deadline:
+    while sleeps() < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert sum(f"sleep {tag}" in ln for ln in ours()) == 2  # both workers are mid-command
+    assert sleeps() == 2  # both workers are mid-command
     run.send_signal(signal.SIGKILL)
     run.wait()
     deadline = time.monotonic() + 10

@@ -13,7 +13,7 @@ from chorus.policy.static import from_files
 from chorus.sim import SimConfig, SimResult, simulate
 from chorus.sim.cache import ResultCache, usable_root
 from chorus.sim.coverage import CoverageReport
-from chorus.sim.workdirs import sweep_stale
+from chorus.sim.workdirs import run_dir, sweep_stale
 from chorus.stimulus.formats import score
 from chorus.tasks import load_tasks
 from chorus.tasks.schema import Task, TaskFormatError, read_jsonl
@@ -57,9 +57,9 @@ def test_simulation_with_an_unwritable_cache_still_scores(tmp_path, counter_task
 def test_work_dirs_of_dead_processes_are_swept():
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    stale = Path(tempfile.mkdtemp(prefix=f"chorus-sim-{dead}-"))
+    stale = Path(tempfile.mkdtemp(prefix=f"chorus-sim-{dead}-", dir=run_dir()))  # a worker killed mid-job
     (stale / "obj").mkdir()
-    mine = Path(tempfile.mkdtemp(prefix=f"chorus-sim-{os.getpid()}-"))
+    mine = Path(tempfile.mkdtemp(prefix=f"chorus-sim-{os.getpid()}-", dir=run_dir()))
     try:
         assert sweep_stale.__wrapped__() >= 1
         assert not stale.exists() and mine.exists()
@@ -126,3 +126,128 @@ def test_system_files_do_not_reach_the_logs(counter_task, sim_cfg):
     r = simulate(counter_task, tb, sim_cfg)
     assert r.status == "compile_error" and "Cannot find include file" in r.reason
     assert "root:" not in r.reason + r.build_log + r.run_log
+
+
+def _clean_env(tmp: Path) -> dict[str, str]:
+    """A fresh run's environment: its own TMPDIR, and none of this test run's run dir."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHORUS_RUN")}
+    tmp.mkdir(exist_ok=True)
+    here = str(Path(__file__).resolve().parent.parent)  # this checkout's chorus, not an installed one
+    return {**env, "TMPDIR": str(tmp), "CHORUS_NO_CCACHE": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))}
+
+
+def _under(pid: str, root: Path) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd").startswith(str(root))
+    except OSError:
+        return False
+
+
+def _builders(root: Path) -> list[str]:
+    """Build processes (make, the compiler driver, cc1plus, Verilator) working under `root`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm in ("make", "c++", "g++", "cc1plus", "as", "ld", "verilator", "verilator_bin", "sh") and _under(pid, root):
+            found.append(f"{pid} {comm}")
+    return found
+
+
+BUILD_RUN = """
+import sys
+from pathlib import Path
+from chorus.sim import SimConfig
+from chorus.sim.build import make_vars, verilator_flags
+from chorus.sim.runtime import ensure_runtime
+from chorus.sim.toolchain import find_toolchain
+if __name__ == "__main__":
+    cfg, tc = SimConfig(cache=False), find_toolchain()
+    ensure_runtime(tc, verilator_flags(cfg), make_vars(cfg, tc), Path(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_run_takes_its_build_processes_down_with_it(tmp_path):
+    import signal
+    import time
+
+    script = tmp_path / "build.py"
+    script.write_text(BUILD_RUN)
+    tmp = tmp_path / "tmp"
+    run = subprocess.Popen([sys.executable, str(script), str(tmp_path / "cache")], env=_clean_env(tmp))
+    deadline = time.monotonic() + 120
+    while not any("cc1plus" in b for b in _builders(tmp)) and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.05)
+    assert any("cc1plus" in b for b in _builders(tmp)), "the build never reached the C++ compiler"
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 3
+    while _builders(tmp) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _builders(tmp) == []
+
+
+TMP_RUN = """
+import sys, time
+from chorus.sim.executor import LocalExecutor
+from chorus.sim.workdirs import new_workdir
+if __name__ == "__main__":
+    ex = LocalExecutor(1)
+    print(ex.submit(new_workdir, "probe").result(), flush=True)  # a worker's work dir, and multiprocessing's
+    if sys.argv[1] == "hang":
+        time.sleep(600)
+    ex.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_a_run_keeps_its_temporaries_in_one_dir_that_the_next_run_sweeps_once_it_was_killed(tmp_path):
+    import signal
+
+    script = tmp_path / "run.py"
+    script.write_text(TMP_RUN)
+    # short: multiprocessing's socket lives in it, and a socket's path is at most 107 bytes
+    tmp = Path(tempfile.mkdtemp(prefix="c36-", dir="/tmp"))
+    killed = subprocess.Popen([sys.executable, str(script), "hang"], env=_clean_env(tmp), stdout=subprocess.PIPE,
+                              text=True)
+    probe = Path(killed.stdout.readline().strip())
+    assert probe.parent.parent == tmp and probe.parent.name.startswith(f"chorus-run-{killed.pid}-")
+    assert {p.name for p in tmp.iterdir()} == {probe.parent.name}  # pymp-* is inside it too
+    assert any(p.name.startswith("pymp-") for p in probe.parent.iterdir())
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert probe.parent.exists()  # nothing of a SIGKILLed run can clean up after it
+    normal = subprocess.run([sys.executable, str(script), "exit"], env=_clean_env(tmp), capture_output=True,
+                            text=True, timeout=120)
+    assert normal.returncode == 0 and normal.stderr == "", normal.stderr
+    assert list(tmp.iterdir()) == []  # the killed run's dir swept at the start, its own removed at the end
+    tmp.rmdir()
+
+
+# Every build's C++ looks for what it includes and compiles beside its main first: a task file
+# with such a name, or any .cpp, must never get into the simulation.
+EVIL_CPP = "#error CHORUS_TASK_CPP_COMPILED\n"
+NOT_SV = {"verilated.h": EVIL_CPP, "verilated.cpp": EVIL_CPP, "rtl/evil.cpp": EVIL_CPP, "Vtop.h": EVIL_CPP,
+          "verilator.cpp": EVIL_CPP, "chorus_main.cpp": EVIL_CPP}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["testbench", "vectors", "cocotb"])
+def test_a_task_file_that_is_not_systemverilog_is_never_compiled(fmt, cache_root):
+    from test_cocotb_format import GOOD, RTL
+
+    task = Task(id="codelock", spec="lock", rtl={"codelock.sv": RTL, **NOT_SV}, top="codelock", instance="lock_i")
+    cfg = SimConfig(cache=False, cache_dir=str(cache_root), run_timeout_s=20)
+    tb = """module tb; logic clk = 0, rst = 1, key_valid = 0; logic [3:0] key = 0; logic open; logic [1:0] stage;
+  codelock lock_i(.*); always #5 clk = ~clk;
+  initial begin #12 rst = 0; key_valid = 1; key = 3; #10 key = 7; #10 key = 1; #20 $finish; end
+endmodule
+"""
+    sample = {"testbench": tb, "vectors": "rst\nin0=1 in1=3\nin1=7\nin1=1\n", "cocotb": GOOD}[fmt]
+    r = score(fmt, task, sample, cfg)
+    assert r.status == "ok" and r.overall is not None, r.reason
+    assert "CHORUS_TASK_CPP_COMPILED" not in r.build_log + r.reason

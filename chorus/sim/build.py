@@ -124,9 +124,13 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     `extra_objects` join the prebuilt runtime objects (e.g. the VPI ones a --vpi build needs).
     `gate`, when given, is asked after Verilator and before any C++ is compiled: False stops the
     build there (status "stopped"), so Verilator can run while a check of the same sources does."""
-    design, obj = workdir / "design", workdir / "obj"
+    design, obj, host = workdir / "design", workdir / "obj", workdir / "host"
     main = main or main_source()
-    shutil.copy(main, design / main.name)
+    # The C++ main lives in a dir of its own, never beside the task's files: the main's quoted
+    # #includes are looked up first in its own dir, and make finds sources through its dir
+    # (VPATH), so a task's verilated.h or .cpp there would be compiled into the simulation.
+    host.mkdir(exist_ok=True)
+    shutil.copy(main, host / main.name)
     (workdir / "out").mkdir(exist_ok=True)
     env = tc.env()
     env["TMPDIR"] = str(obj)  # the compiler's temporaries stay inside what the jail may write
@@ -137,13 +141,13 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
         kit = ensure_runtime(tc, flags, mvars, cache_root)
     cmd = [str(tc.verilator), *flags, *extra_args, "--prefix", prefix, "--top-module", tb_top, "--Mdir", str(obj),
            "-o", BINARY, *define_args(defines),
-           *sources, main.name]
+           *sources, str(host / main.name)]
     log_v = workdir / "out" / "verilator.log"
     mem, fsz = cfg.mem_limit_mb, 512
     obj.mkdir(exist_ok=True)
     kit_dirs = (kit.dir,) if kit else ()
     writable = (obj, *((Path(tc.ccache_dir),) if "OBJCACHE" in mvars and tc.ccache_dir else ()))
-    jail = build_jail(cfg, cache_root, (design, *kit_dirs, *(o.parent for o in extra_objects)), writable)
+    jail = build_jail(cfg, cache_root, (design, host, *kit_dirs, *(o.parent for o in extra_objects)), writable)
     quota = (cfg.disk_quota_mb, (obj,))  # everything the build writes, in total (not only per file)
     v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=log_v, mem_mb=mem,
                     file_mb=fsz, jail=jail, disk_quota=quota)

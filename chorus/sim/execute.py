@@ -92,7 +92,7 @@ def jail_for(cfg: SimConfig, cache_root: Path, policy: Policy) -> Jail:
 
 def launch(cfg: SimConfig, cache_root: Path, binary: Path, args: list[str], run: Path, out: Path,
            env: dict[str, str], policy: Policy, pass_fds: tuple[int, ...] = (), progress: Path | None = None,
-           programs: int = 1) -> RunOutcome:
+           programs: int = 1, disk_quota: tuple[int, tuple[Path, ...]] | None = None) -> RunOutcome:
     """One jailed simulation of `binary` in `run`, under the simulator's limits (every format). A
     process of several programs has each one's limits: wall clock per program (`progress` is the
     file that grows as each ends), CPU for all of them."""
@@ -100,7 +100,7 @@ def launch(cfg: SimConfig, cache_root: Path, binary: Path, args: list[str], run:
     cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", *args]
     return run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
                        mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=(cfg.run_timeout_s + 5) * programs,
-                       jail=jail_for(cfg, cache_root, policy), pass_fds=pass_fds, progress=progress,
+                       jail=jail_for(cfg, cache_root, policy), pass_fds=pass_fds, progress=progress, disk_quota=disk_quota,
                        total_timeout_s=(cfg.run_timeout_s * programs + 5) if programs > 1 else None)
 
 
@@ -146,6 +146,9 @@ def score_run(task: Task, cfg: SimConfig, r: RunOutcome, rec: RunRecord, facts, 
     logs = {"build_log": build_log, "run_log": r.log, "seconds": seconds}
     if r.setup_error:
         return SimResult("harness_error", f"isolation could not be set up: {r.setup_error}", **logs)
+    if r.over_disk:
+        return SimResult("runtime_error", f"simulation wrote more than simulator.disk_quota_mb={cfg.disk_quota_mb} MB "
+                         "in total; no coverage counted", **logs)
     if r.timed_out:
         return SimResult("timeout", f"simulation did not end within {cfg.run_timeout_s:.0f} s wall clock "
                          "(a zero-delay loop?)", **logs)

@@ -35,15 +35,17 @@ def default_workers() -> int:
 class LocalExecutor:
     """A forkserver process pool (workers must not inherit a parent's torch threads or open model
     files) whose jobs run under a per-sample budget (worker_guard). A worker that dies breaks a
-    ProcessPoolExecutor for good and fails every job it held; here such a job is not lost:
+    ProcessPoolExecutor for good and fails every job it held; here a death is charged only to the
+    job that caused it:
     - a job that was in flight when the pool died (its mark is still there) is re-run alone in a
       fresh one-worker pool; if that worker dies too, the sample did it, and it is charged
-      (runtime_error, with the usual penalty), never harness_error;
-    - a job that was only queued is re-run on a fresh pool (at most MAX_REQUEUES times).
+      (runtime_error, with the usual penalty), never harness_error; it is charged again every
+      time it is submitted, however many times it kills a worker;
+    - a job that was only queued did nothing: it is re-run on a fresh pool, as often as it takes.
+      That ends: every break moves the jobs then in flight (the one that broke it among them) out
+      of the shared pool, so each round the queue ahead of a job only shrinks.
     So a long RL run outlives any sample that crashes, hogs memory or CPU, and every other sample
     keeps its own result."""
-
-    MAX_REQUEUES = 3
 
     def __init__(self, workers: int | None = None, budget: Budget | None = None):
         self.workers = workers or default_workers()
@@ -74,19 +76,20 @@ class LocalExecutor:
     def submit(self, fn: Callable, *args) -> Future:
         outer: Future = Future()
         outer.set_running_or_notify_cancel()
-        self._launch(outer, fn, args, uuid.uuid4().hex, 0)
+        self._launch(outer, fn, args, uuid.uuid4().hex)
         return outer
 
-    def _launch(self, outer: Future, fn: Callable, args: tuple, token: str, requeues: int) -> None:
+    def _launch(self, outer: Future, fn: Callable, args: tuple, token: str) -> None:
         pool = self._pool or self._fresh()
-        try:
-            inner = pool.submit(run_job, fn, str(self._marks), token, self.budget, *args)
-        except BrokenProcessPool:
-            pool = self._fresh(pool)
-            inner = pool.submit(run_job, fn, str(self._marks), token, self.budget, *args)
-        inner.add_done_callback(lambda f: self._settle(outer, f, pool, fn, args, token, requeues))
+        while True:  # a fresh pool can be broken again (by a job in flight in it) before this submit
+            try:
+                inner = pool.submit(run_job, fn, str(self._marks), token, self.budget, *args)
+                break
+            except BrokenProcessPool:
+                pool = self._fresh(pool)
+        inner.add_done_callback(lambda f: self._settle(outer, f, pool, fn, args, token))
 
-    def _settle(self, outer: Future, inner: Future, pool, fn, args, token: str, requeues: int) -> None:
+    def _settle(self, outer: Future, inner: Future, pool, fn, args, token: str) -> None:
         exc = inner.exception()
         if not isinstance(exc, BrokenProcessPool):
             outer.set_exception(exc) if exc is not None else outer.set_result(inner.result())
@@ -97,11 +100,9 @@ class LocalExecutor:
             with self._lock:
                 self._solo = self._solo or ThreadPoolExecutor(self.workers, thread_name_prefix="chorus-solo")
                 self._solo.submit(self._run_alone, outer, fn, args, token)
-        elif requeues < self.MAX_REQUEUES:
+        else:  # only queued: another job broke the pool, so this one is never charged for it
             self._fresh(pool)
-            self._launch(outer, fn, args, token, requeues + 1)
-        else:
-            outer.set_exception(exc)
+            self._launch(outer, fn, args, token)
 
     def _run_alone(self, outer: Future, fn, args, token: str) -> None:
         pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context(), initializer=init_worker)

@@ -16,6 +16,13 @@ from .isolation import IsolationError, Policy, jail_prefix
 
 JAIL_GRACE_S = 5.0
 
+# What an unjailed command runs under: a shell that leads the command's process group and, when
+# chorus dies (its PR_SET_PDEATHSIG is SIGTERM), kills the whole group, make's compilers included;
+# a chorus killed with SIGKILL thus leaves no cc1plus behind. The trap is set before the command
+# starts, so there is no window; the command's exit (or the signal that ended it) is the keeper's.
+KEEPER = ('trap "kill -KILL 0" TERM; "$@" & c=$!; wait $c; s=$?; '
+          'if [ $s -gt 128 ] && [ $s -lt 160 ]; then trap - TERM; kill -$((s - 128)) $$; fi; exit $s')
+
 
 @dataclass
 class RunOutcome:
@@ -57,9 +64,15 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
     over_disk, done = threading.Event(), threading.Event()
     whole_s = total_timeout_s or timeout_s
 
+    keeper = jail is None or jail.mode == "off"
+    if keeper:
+        cmd = ["/bin/sh", "-c", KEEPER, "chorus-keeper", *cmd]
+
     def limits() -> None:
         os.setsid()
-        die_with_parent()  # unjailed too: a killed worker never leaves its make or compiler running
+        # Jailed: the jail has the signal and takes its whole tree down. Unjailed: the keeper does,
+        # for the group, since make's compilers do not die with make.
+        die_with_parent(signal.SIGTERM if keeper else signal.SIGKILL)
         mem = mem_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         fsz = file_mb * 1024 * 1024

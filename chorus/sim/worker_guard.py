@@ -50,10 +50,11 @@ def init_worker() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
 
 
-def die_with_parent() -> None:
-    """PR_SET_PDEATHSIG=SIGKILL (Linux; a no-op elsewhere): this process dies when its parent does."""
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """PR_SET_PDEATHSIG (Linux; a no-op elsewhere): this process gets `sig` (by default dies) when
+    its parent does."""
     if _PRCTL is not None:
-        _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        _PRCTL(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
 def _vm_bytes() -> int:

@@ -174,8 +174,10 @@ def _run_once(task: Task, cfg: SimConfig, binary: Path, workdir: Path, env: dict
     out.mkdir(exist_ok=True)
     args = ["--coverage-per-instance", f"+verilator+coverage+file+{run / 'coverage.dat'}"]
     policy = Policy(read=(str(binary.parent),), write=(str(run),), chdir=str(run), strict=True)
+    # The run dir is on disk (it holds the stimulus and harness), not a tmpfs of the quota's size:
+    # each file is held to output_limit_mb, and their total (the DUT's $fopen files) is watched.
     r = launch(cfg, default_cache_root(cfg.cache_dir), binary, args, run, out,
-               {"CHORUS_STATUS_OUT": str(run / "status.json"), **env}, policy)
+               {"CHORUS_STATUS_OUT": str(run / "status.json"), **env}, policy, disk_quota=(cfg.disk_quota_mb, (run,)))
     try:
         status = json.loads((run / "status.json").read_text())
     except (OSError, json.JSONDecodeError):
