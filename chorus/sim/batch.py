@@ -51,7 +51,7 @@ def run_programs(cfg: SimConfig, cache_root: Path, binary: Path, inputs: list[di
 
 @contextmanager
 def _workdir(cfg: SimConfig):
-    workdir = new_workdir("run")
+    workdir = new_workdir("run", cfg.keep_workdir)
     try:
         yield workdir
     finally:

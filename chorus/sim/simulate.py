@@ -70,7 +70,7 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         return SimResult("rejected", f"the testbench is larger than simulator.max_testbench_kb={cfg.max_testbench_kb} KB")
     facts = task_facts(task)
     tb_name = testbench_path(task)
-    workdir = new_workdir("sim")
+    workdir = new_workdir("sim", cfg.keep_workdir)
     try:
         design, out = workdir / "design", workdir / "out"
         for d in (design, out):

@@ -25,9 +25,13 @@ RUN_ENV = "CHORUS_RUN_DIR"  # the run dir, for the processes a run starts
 _ORIGINAL_ENV = "CHORUS_RUN_TMPDIR"  # the TMPDIR the run dir was made in (where stale runs lie)
 
 
-def new_workdir(kind: str) -> Path:
+def new_workdir(kind: str, keep: bool = False) -> Path:
+    """A fresh dir in this run's dir; `keep` (simulator.keep_workdir): beside it instead, named
+    chorus-kept-<kind>-..., so neither the run's exit nor a later sweep removes it."""
     root = run_dir()
     sweep_stale()
+    if keep:
+        return Path(tempfile.mkdtemp(prefix=f"chorus-kept-{kind}-{os.getpid()}-", dir=root.parent))
     return Path(tempfile.mkdtemp(prefix=f"chorus-{kind}-{os.getpid()}-", dir=root))
 
 

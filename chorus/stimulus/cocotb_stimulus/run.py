@@ -75,7 +75,7 @@ def _build_into(task: Task, wrapper: str, cfg: SimConfig, tc, binary: Path) -> S
     # --vpi adds runtime objects the shared kit lacks (verilated_vpi.o, verilated_dpi.o); like the
     # kit they depend only on the flags, so the first cocotb build keeps them for the next ones.
     extra = root / "cocotb" / f"runtime-{flagset_key(tc, verilator_flags(cfg), make_vars(cfg, tc))}"
-    workdir = new_workdir("cocotb")
+    workdir = new_workdir("cocotb", cfg.keep_workdir)
     try:
         design, obj = workdir / "design", workdir / "obj"
         design.mkdir()
@@ -204,7 +204,7 @@ def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
     cache = ResultCache(default_cache_root(cfg.cache_dir), cfg.cache_max_gb) if cfg.cache else None
     if cache and (hit := cache.get(key)):
         return hit
-    workdir = new_workdir("cocotb")
+    workdir = new_workdir("cocotb", cfg.keep_workdir)
     try:
         run = workdir / "run"
         run.mkdir()
