@@ -16,11 +16,12 @@ parses exactly what it will compile (`--json-only`, jailed) and chorus walks tha
 """
 from __future__ import annotations
 
-import json
 import re
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import checker
 from .build import build_jail, define_args, verilator_errors
 from .config import SimConfig
 from .process import run_limited
@@ -32,7 +33,7 @@ from .verilator_tree import walk
 
 @dataclass
 class AstVerdict:
-    status: str = "ok"  # ok | rejected | task_error | compile_error | setup
+    status: str = "ok"  # ok | rejected | task_error | compile_error | over_budget | setup
     reason: str = ""
     log: str = ""
 
@@ -40,28 +41,52 @@ class AstVerdict:
 def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, sources: list[str], top: str,
               defines: dict[str, str], design_units: set[str], trusted_rtl: bool,
               allow_dut_writes: bool = False) -> AstVerdict:
+    """Verilator's parse of `sources` (jailed, within simulator.check_timeout_s), its tree read and
+    judged in a child under the check budget (checker.judge_tree); cached by the sources' content."""
     design, out = workdir / "design", workdir / "out"
+    key = (tc.version, [(s, (design / s).read_text(errors="replace")) for s in sources], top, sorted(defines.items()),
+           sorted(design_units), trusted_rtl, allow_dut_writes, list(cfg.extra_verilator_flags))
+    if (hit := checker.recall("ast", key, cfg)) is not None:
+        return AstVerdict(hit["status"], hit["reason"])
     ast_dir = workdir / "ast"
     ast_dir.mkdir(exist_ok=True)
     cmd = [str(tc.verilator), "--json-only", "--timing", "--timescale", "1ns/1ps", *WARNING_FLAGS,
            *cfg.extra_verilator_flags, "--top-module", top, "--Mdir", str(ast_dir), "--prefix", "Vast",
            *define_args(defines), *sources]
-    r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=out / "ast.log",
-                    mem_mb=cfg.mem_limit_mb, file_mb=512, jail=build_jail(cfg, cache_root, (design,), (ast_dir,)))
+    # The tree is read into memory: a file past a quarter of the reader's budget could not be.
+    tree_mb = max(16, cfg.check_mem_mb // 4)
+    r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=min(cfg.check_timeout_s, cfg.build_timeout_s),
+                    log_path=out / "ast.log", mem_mb=cfg.mem_limit_mb, file_mb=tree_mb,
+                    jail=build_jail(cfg, cache_root, (design,), (ast_dir,)))
     if r.setup_error:
         return AstVerdict("setup", f"isolation could not be set up: {r.setup_error}")
-    if r.timed_out or r.signal is not None or r.returncode != 0:
+    if r.timed_out:
+        return _remember(key, cfg, AstVerdict("over_budget", "Verilator's parse took longer than "
+                                              f"simulator.check_timeout_s={cfg.check_timeout_s:g} s", r.log))
+    if r.signal == signal.SIGXFSZ:
+        return _remember(key, cfg, AstVerdict("over_budget", f"Verilator's parse tree is over "
+                                              f"{tree_mb} MB (a quarter of simulator.check_mem_mb="
+                                              f"{cfg.check_mem_mb} MB)", r.log))
+    if r.signal is not None or r.returncode != 0:
         errors = verilator_errors(r.log)
-        why = errors[0][:300] if errors else ("Verilator did not finish" if r.timed_out else
-                                              f"Verilator stopped (exit {r.returncode}, signal {r.signal})")
+        why = errors[0][:300] if errors else f"Verilator stopped (exit {r.returncode}, signal {r.signal})"
         return AstVerdict("compile_error", why, r.log)
-    try:
-        tree = json.loads((ast_dir / "Vast.tree.json").read_text())
-        files = json.loads((ast_dir / "Vast.tree.meta.json").read_text()).get("files", {})
-    except (OSError, ValueError) as exc:
-        return AstVerdict("compile_error", f"Verilator's parse tree is unreadable: {exc}", r.log)
     std_file = str((tc.root / "include" / "verilated_std.sv").resolve())
-    return judge(tree, files, design_units, trusted_rtl, allow_dut_writes, std_file)
+    answer = checker.run_check("judge_tree", {"tree": str(ast_dir / "Vast.tree.json"),
+                                              "meta": str(ast_dir / "Vast.tree.meta.json"),
+                                              "design_units": sorted(design_units), "trusted_rtl": trusted_rtl,
+                                              "allow_dut_writes": allow_dut_writes, "std_file": std_file},
+                               cfg, out)
+    if "over_budget" in answer:
+        return _remember(key, cfg, AstVerdict("over_budget", "reading Verilator's parse tree: " + answer["over_budget"],
+                                              r.log))
+    return _remember(key, cfg, AstVerdict(answer["status"], answer["reason"],
+                                          r.log if answer["status"] != "ok" else ""))
+
+
+def _remember(key, cfg: SimConfig, verdict: AstVerdict) -> AstVerdict:
+    checker.remember("ast", key, cfg, {"status": verdict.status, "reason": verdict.reason})
+    return verdict
 
 
 def judge(tree: dict, files: dict, design_units: set[str], trusted_rtl: bool,
