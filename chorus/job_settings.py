@@ -17,7 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 # Read by every job, but never part of what a run computes (where it writes, how it logs, the scoring
 # budget of a sample): left out of run identity, so adding one keeps every existing run dir valid.
 BOOKKEEPING = ("job", "runs_dir", "run_tag", "logger", "hydra", "simulator.workers", "rl.resume", "rl.save_every",
-               "simulator.scoring_mem_mb", "simulator.scoring_cpu_s", "plan_only", "plan_device_gib")
+               "simulator.scoring_mem_mb", "simulator.scoring_cpu_s",
+               "simulator.check_timeout_s", "simulator.check_mem_mb", "plan_only", "plan_device_gib")
 # Groups that only set other settings (conf/experiment/): what they set is checked as composed.
 PRESETS = ("experiment",)
 COMMON = ("seed", "format", "simulator", "model", "pass_coverage")

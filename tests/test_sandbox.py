@@ -80,7 +80,6 @@ def test_escaped_identifiers_do_not_hide_code():
     ('initial fd = $sscanf("3", "%d", uut.q);', "an output argument of $sscanf to uut.q"),
     ('initial fd = $value$plusargs("q=%d", $root.tb.uut.q);', "through"),
     ("task t(output int x); x = 1; endtask\ninitial t(uut.q);", "an output argument of t to uut.q"),
-    ("defparam uut.W = 3;", "a defparam on uut.W"),
 ])
 def test_writes_into_the_dut_are_rejected_and_named(body, what):
     why = check(body)

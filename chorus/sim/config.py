@@ -46,6 +46,13 @@ class SimConfig:
     # sample is charged (compile_error or runtime_error); the worker's other samples are re-run.
     scoring_mem_mb: int = 2048
     scoring_cpu_s: float = 120.0
+    # What checking one testbench may cost (checker.py: its pyslang reading and the walk of
+    # Verilator's tree of it, each in a child process): wall clock and CPU seconds, and address
+    # space grown past start-up. Over it the sample is charged (rejected, naming the setting); the
+    # jailed `--json-only` run that makes the tree gets the same time. A honest testbench needs
+    # well under a second and tens of MB; 1 KB of nested generate loops or macros can ask minutes.
+    check_timeout_s: float = 30.0
+    check_mem_mb: int = 512
     keep_workdir: bool = False
     naive_build: bool = False  # plain --coverage at Verilator's default -Os, nothing reused (benchmark baseline)
     extra_verilator_flags: tuple[str, ...] = field(default_factory=tuple)
@@ -56,7 +63,7 @@ class SimConfig:
         for k in ("build_timeout_s", "run_timeout_s", "jobs", "prebuilt_runtime", "pch", "clang", "ccache",
                   "cache", "cache_dir", "cache_max_gb", "keep_workdir", "isolation",
                   "executor", "executor_address", "executor_cpus", "executor_memory_mb", "scoring_mem_mb",
-                  "scoring_cpu_s"):
+                  "scoring_cpu_s", "check_timeout_s", "check_mem_mb"):
             d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=list).encode()).hexdigest()[:16]
 

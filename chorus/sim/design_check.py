@@ -4,6 +4,9 @@ sources are ever compiled), and verdicts on its RTL, each cached per design.
 - `rtl_host_code`: does the RTL reach the host ($c, $system, DPI, `systemc sections)? Asked before
   every build of the design (a testbench's, the vectors harness's, the cocotb wrapper's): untrusted
   RTL that does is a task error, never built.
+- `rtl_check_problem`: can Verilator's tree of the RTL alone be made, read and walked within the
+  check budget (simulator.check_timeout_s / check_mem_mb)? Asked only when a testbench's check
+  goes over it: if the RTL alone does too, no sample can pass, and the task is at fault.
 - `design_problem`: does the RTL compile on its own? Asked only when a testbench's build fails, to
   decide whose fault it is: the testbench's (compile_error) or the task's (harness_error). Text in
   the build log cannot decide it, because the testbench controls much of that text.
@@ -29,6 +32,7 @@ from .workdirs import new_workdir
 MAX_RTL_MB = 16
 _KNOWN: dict[str, str | None] = {}
 _HOST: dict[str, str | None] = {}
+_CHECKABLE: dict[str, str | None] = {}
 SV_SUFFIXES = (".sv", ".v", ".svh", ".vh")  # the only task files ever handed to Verilator
 
 
@@ -273,4 +277,31 @@ def _lint(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | 
             errors = verilator_errors(r.log)
             why = errors[0][:300] if errors else f"Verilator exit {r.returncode}, signal {r.signal}"
             return f"task {task.id}: its RTL does not compile on its own: {why}"
+        return None
+
+
+def rtl_check_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
+    """None when the RTL alone passes Verilator's tree check within the check budget, else a one-line
+    task error (cached per design and budget)."""
+    key = f"{_design_key(task, tc)}:{cfg.check_timeout_s}:{cfg.check_mem_mb}"
+    if key not in _CHECKABLE:
+        _CHECKABLE[key] = _tree_check(task, tc, cfg, cache_root)
+    return _CHECKABLE[key]
+
+
+def _tree_check(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
+    from .verilator_ast import check_ast
+
+    with _staged(task, "treecheck") as (workdir, design, sources):
+        if not isinstance(sources, list):
+            return sources.reason
+        (workdir / "out").mkdir()
+        top, wrapper = task.top, _lint_wrapper(task)
+        if wrapper is not None:
+            (design / f"{LINT_TOP}.sv").write_text(wrapper)
+            top, sources = LINT_TOP, [*sources, f"{LINT_TOP}.sv"]
+        v = check_ast(tc, cfg, cache_root, workdir, sources, top, task.defines, set(), trusted_rtl=True,
+                      allow_dut_writes=True)
+        if v.status == "over_budget" or v.reason.startswith("Verilator's parse tree is unreadable"):
+            return f"task {task.id}: its RTL alone cannot be checked: {v.reason} (a task error, not the testbench's)"
         return None

@@ -97,6 +97,9 @@ def untrusted_rtl_in_harness(task: Task, tc, cfg: SimConfig, root: Path, workdir
         return untrusted_rtl(task, verdict.reason.split(" (host code")[0])
     if verdict.status == "setup":
         return SimResult("harness_error", verdict.reason)
+    if verdict.status == "over_budget" or verdict.reason.startswith("Verilator's parse tree is unreadable"):
+        # unchecked RTL is never built; the harness is chorus's own, so the RTL is what is too big
+        return SimResult("harness_error", f"task {task.id}: its RTL cannot be checked: {verdict.reason}")
     return None  # a parse that fails is reported by the build itself
 
 

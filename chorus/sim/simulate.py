@@ -21,9 +21,9 @@ from .dut_parameters import parameters_key
 from .execute import run_solo, score_run
 from .result import SimResult
 from .runtime import RuntimeBuildError
-from . import safety, svlex
-from .design_check import (design_problem, design_sources, rtl_host_code, rtl_too_large, stage_design, stated_design,
-                           testbench_path, untrusted_rtl)
+from . import checker, safety
+from .design_check import (design_problem, design_sources, rtl_check_problem, rtl_host_code, rtl_too_large,
+                           stage_design, stated_design, testbench_path, untrusted_rtl)
 from .preprocess import preprocess
 from .verilator_ast import DutSpec, check_ast
 from .toolchain import ToolchainError, find_toolchain
@@ -68,7 +68,11 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
         return SimResult("harness_error", broken)
     if len(encoded) > cfg.max_testbench_kb * 1024:
         return SimResult("rejected", f"the testbench is larger than simulator.max_testbench_kb={cfg.max_testbench_kb} KB")
-    facts = task_facts(task)
+    try:
+        facts = task_facts(task)
+    except RuntimeError:  # slang stops past its nesting limit: the task's fault, never the sample's
+        return SimResult("harness_error", f"task {task.id}: its RTL nests deeper than pyslang parses (about "
+                         "1,000 levels); flatten it")
     tb_name = testbench_path(task)
     workdir = new_workdir("sim", cfg.keep_workdir)
     try:
@@ -135,6 +139,12 @@ def _ast_result(task: Task, tc, cfg: SimConfig, root: Path, verdict) -> SimResul
         return SimResult("harness_error", verdict.reason)
     if verdict.status == "task_error":
         return untrusted_rtl(task, verdict.reason)
+    if verdict.status == "over_budget" or verdict.reason.startswith("Verilator's parse tree is unreadable"):
+        # the sample's fault, unless the task's RTL alone cannot be checked either (decided once per design)
+        if broken := rtl_check_problem(task, tc, cfg, root):
+            return SimResult("harness_error", broken, build_log=verdict.log)
+        return SimResult("rejected" if verdict.status == "over_budget" else "compile_error", verdict.reason,
+                         build_log=verdict.log)
     return _blame(task, tc, cfg, root, verdict.status, verdict.reason, verdict.log)
 
 
@@ -149,24 +159,23 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
         return SimResult("rejected", pre.reason, build_log=pre.log)
     if pre.status != "ok":
         return _blame(task, tc, cfg, root, "compile_error", pre.reason, pre.log)
-    design = rtl_units(pre.rtl)  # its host code was judged before (design_check.rtl_host_code)
-    if why := safety.check_raw_text(pre.testbench):
-        return SimResult("rejected", why)
-    tree = safety.parse(pre.testbench, tb_name)
-    unparsed = safety.parse_error(tree)
-    if unparsed:
-        # pyslang's checks cannot see code it could not parse: Verilator's parse (check_ast)
-        # still runs, for its error message; if Verilator accepts it, it is refused anyway.
-        tops = svlex.top_modules(pre.testbench)
-    else:
-        why = safety.check_testbench(tree, design, cfg.allow_dut_writes)
-        if why:
-            return SimResult("rejected", why)
-        tops = safety.top_modules(tree)
-    if not tops:
+    try:
+        design = rtl_units(pre.rtl)  # its host code was judged before (design_check.rtl_host_code)
+    except RuntimeError:  # slang stops past its nesting limit: the task's fault, never the sample's
+        return SimResult("harness_error", f"task {task.id}: its RTL nests deeper than pyslang parses (about "
+                         "1,000 levels); flatten it")
+    # pyslang's reading runs in a child under simulator.check_timeout_s / check_mem_mb (checker.py)
+    payload = {"text": pre.testbench, "name": tb_name, "allow_dut_writes": cfg.allow_dut_writes,
+               "design": {"declared": sorted(design.declared), "instantiated": sorted(design.instantiated),
+                          "host_access": design.host_access, "modules": sorted(design.modules)}}
+    answer = checker.run_check("review", payload, cfg, workdir / "out", key=payload)
+    if "over_budget" in answer:
+        return SimResult("rejected", answer["over_budget"])
+    if "rejected" in answer:
+        return SimResult("rejected", answer["rejected"])
+    if not answer["tops"]:
         return SimResult("compile_error", "the testbench declares no top-level module")
-    text = pre.testbench if unparsed else safety.rewrite_stop_as_finish(tree, pre.testbench)
-    return text, tops[-1], design, unparsed
+    return answer["text"], answer["tops"][-1], design, answer["unparsed"]
 
 
 @functools.lru_cache(maxsize=256)

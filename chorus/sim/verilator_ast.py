@@ -16,16 +16,18 @@ parses exactly what it will compile (`--json-only`, jailed) and chorus walks tha
 """
 from __future__ import annotations
 
-import json
 import re
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import checker
 from .build import build_jail, define_args, verilator_errors
 from .config import SimConfig
 from .process import run_limited
 from .dut_boundary import breach
-from .dut_parameters import instance_signatures, override_problem
+from . import json_tree
+from .dut_parameters import override_problem
 from .toolchain import WARNING_FLAGS, Toolchain
 from .verilator_tree import walk
 
@@ -33,7 +35,7 @@ from .verilator_tree import walk
 
 @dataclass
 class AstVerdict:
-    status: str = "ok"  # ok | rejected | task_error | compile_error | setup
+    status: str = "ok"  # ok | rejected | task_error | compile_error | over_budget | setup
     reason: str = ""
     log: str = ""
 
@@ -48,8 +50,8 @@ def json_only_command(tc: Toolchain, cfg: SimConfig, ast_dir: Path, top: str, de
 
 def load_tree(ast_dir: Path) -> tuple[dict, dict]:
     """The tree and its file table (letter -> filename, realpath) from a json_only_command run."""
-    tree = json.loads((ast_dir / "Vast.tree.json").read_text())
-    files = json.loads((ast_dir / "Vast.tree.meta.json").read_text()).get("files", {})
+    tree = json_tree.loads((ast_dir / "Vast.tree.json").read_text())
+    files = json_tree.loads((ast_dir / "Vast.tree.meta.json").read_text()).get("files", {})
     return tree, files
 
 
@@ -65,30 +67,70 @@ class DutSpec:
 def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, sources: list[str], top: str,
               defines: dict[str, str], design_units: set[str], trusted_rtl: bool,
               allow_dut_writes: bool = False, dut: DutSpec | None = None) -> AstVerdict:
+    """Verilator's parse of `sources` (jailed, within simulator.check_timeout_s), its tree read and
+    judged in a child under the check budget (checker.judge_tree); cached by the sources' content.
+    With `dut`, every instance of the DUT must be the design as the task states it (dut_parameters:
+    the child returns the instances' signatures, the stated design's are elaborated here)."""
     design, out = workdir / "design", workdir / "out"
+    key = (tc.version, [(s, (design / s).read_text(errors="replace")) for s in sources], top, sorted(defines.items()),
+           sorted(design_units), trusted_rtl, allow_dut_writes, list(cfg.extra_verilator_flags),
+           (dut.top, sorted(dut.sources)) if dut else None)
+    if (hit := checker.recall("ast", key, cfg)) is not None:
+        return _as_specified(AstVerdict(hit["status"], hit["reason"]), hit.get("duts"), dut)
     ast_dir = workdir / "ast"
     ast_dir.mkdir(exist_ok=True)
     cmd = json_only_command(tc, cfg, ast_dir, top, defines, sources)
-    r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=out / "ast.log",
-                    mem_mb=cfg.mem_limit_mb, file_mb=512, jail=build_jail(cfg, cache_root, (design,), (ast_dir,)))
+    # The tree is read into memory: a file past a quarter of the reader's budget could not be.
+    tree_mb = max(16, cfg.check_mem_mb // 4)
+    r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=min(cfg.check_timeout_s, cfg.build_timeout_s),
+                    log_path=out / "ast.log", mem_mb=cfg.mem_limit_mb, file_mb=tree_mb,
+                    jail=build_jail(cfg, cache_root, (design,), (ast_dir,)))
     if r.setup_error:
         return AstVerdict("setup", f"isolation could not be set up: {r.setup_error}")
-    if r.timed_out or r.signal is not None or r.returncode != 0:
+    if r.timed_out:
+        return _remember(key, cfg, AstVerdict("over_budget", "Verilator's parse took longer than "
+                                              f"simulator.check_timeout_s={cfg.check_timeout_s:g} s", r.log))
+    if r.signal == signal.SIGXFSZ:
+        return _remember(key, cfg, AstVerdict("over_budget", f"Verilator's parse tree is over "
+                                              f"{tree_mb} MB (a quarter of simulator.check_mem_mb="
+                                              f"{cfg.check_mem_mb} MB)", r.log))
+    if r.signal is not None or r.returncode != 0:
         errors = verilator_errors(r.log)
-        why = errors[0][:300] if errors else ("Verilator did not finish" if r.timed_out else
-                                              f"Verilator stopped (exit {r.returncode}, signal {r.signal})")
+        why = errors[0][:300] if errors else f"Verilator stopped (exit {r.returncode}, signal {r.signal})"
         return AstVerdict("compile_error", why, r.log)
-    try:
-        tree, files = load_tree(ast_dir)
-    except (OSError, ValueError) as exc:
-        return AstVerdict("compile_error", f"Verilator's parse tree is unreadable: {exc}", r.log)
     std_file = str((tc.root / "include" / "verilated_std.sv").resolve())
-    verdict = judge(tree, files, design_units, trusted_rtl, allow_dut_writes, std_file)
-    if verdict.status == "ok" and dut is not None:
-        found = instance_signatures(tree, files, dut.top, dut.sources)
-        if why := override_problem(found, dut.stated.texts, dut.stated.reference, dut.top):
-            return AstVerdict("rejected", why)
+    answer = checker.run_check("judge_tree", {"tree": str(ast_dir / "Vast.tree.json"),
+                                              "meta": str(ast_dir / "Vast.tree.meta.json"),
+                                              "design_units": sorted(design_units), "trusted_rtl": trusted_rtl,
+                                              "allow_dut_writes": allow_dut_writes, "std_file": std_file,
+                                              "dut": [dut.top, sorted(dut.sources)] if dut else None},
+                               cfg, out)
+    if "over_budget" in answer:
+        return _remember(key, cfg, AstVerdict("over_budget", "reading Verilator's parse tree: " + answer["over_budget"],
+                                              r.log))
+    verdict = _remember(key, cfg, AstVerdict(answer["status"], answer["reason"],
+                                             r.log if answer["status"] != "ok" else ""), answer.get("duts"))
+    return _as_specified(verdict, answer.get("duts"), dut)
+
+
+def _remember(key, cfg: SimConfig, verdict: AstVerdict, duts: list | None = None) -> AstVerdict:
+    checker.remember("ast", key, cfg, {"status": verdict.status, "reason": verdict.reason, "duts": duts})
     return verdict
+
+
+def _as_specified(verdict: AstVerdict, duts: list | None, dut: DutSpec | None) -> AstVerdict:
+    """The verdict, refused when an instance of the DUT is not the design as the task states it."""
+    if verdict.status != "ok" or dut is None or duts is None:
+        return verdict
+    found = [(where, _tuples(sig)) for where, sig in duts]
+    if why := override_problem(found, dut.stated.texts, dut.stated.reference, dut.top):
+        return AstVerdict("rejected", why)
+    return verdict
+
+
+def _tuples(x):
+    """A signature back from JSON: lists to tuples, so it compares equal to one computed here."""
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
 
 
 def judge(tree: dict, files: dict, design_units: set[str], trusted_rtl: bool,

@@ -1,0 +1,135 @@
+"""Issue 36: reading a design or a testbench is bounded, and deep RTL is read at all.
+
+- Verilator's `--json-only` tree of a 600-deep else-if chain used to raise RecursionError in
+  json.loads, and every sample of the task failed as its own compile_error.
+- A few KB of macros or nested generate loops cost tens of seconds and hundreds of MB of trusted
+  CPU in the scoring process; the checks now run in a child under simulator.check_timeout_s /
+  check_mem_mb, and going over is the sample's one-line `rejected`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import resource
+
+import pytest
+
+from chorus.sim import SimConfig, simulate
+from chorus.sim.json_tree import loads
+from chorus.tasks.schema import Task
+from helpers import COUNTER, counter_tb
+
+DEEP_TB = """module tb;
+  logic [15:0] sel; logic [15:0] y;
+  deep uut(.sel(sel), .y(y));
+  initial begin
+    for (int i = 0; i < 8; i++) begin sel = i[15:0]; #1; end
+    $finish;
+  end
+endmodule
+"""
+
+
+def deep_task(n: int) -> Task:
+    arms = "".join(f"    else if (sel == 16'd{i}) y = 16'd{i * 7 % 65536};\n" for i in range(1, n))
+    rtl = (f"module deep(input logic [15:0] sel, output logic [15:0] y);\n  always_comb begin\n"
+           f"    if (sel == 16'd0) y = 16'd1;\n{arms}    else y = 16'd0;\n  end\nendmodule\n")
+    return Task(id=f"deep{n}", spec="deep", rtl={"rtl/deep.sv": rtl}, top="deep", instance="uut",
+                targets={"overall": 1.0})
+
+
+@pytest.fixture
+def task() -> Task:
+    return Task(id="cnt", spec="counter", rtl={"rtl/cnt.sv": COUNTER}, top="cnt", instance="uut",
+                targets={"overall": 90.0})
+
+
+@pytest.fixture
+def cfg(cache_root) -> SimConfig:
+    return SimConfig(cache=False, cache_dir=str(cache_root), run_timeout_s=20)
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this (the scoring) process: what an unbounded check used to spend."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+def macro_tb(lines: int) -> str:
+    """~4 KB of source whose macros expand to ~16 KB a line: megabytes for pyslang to read."""
+    defs = "`define M0(x) x\n" + "".join(f"`define M{i + 1}(x) `M{i}(x) + `M{i}(x)\n" for i in range(11))
+    return defs + counter_tb("    repeat (3) @(posedge clk);\n    $finish;",
+                             extra="  int z;\n" + "  initial z = `M11(1);\n" * lines)
+
+
+GENERATE_TB = counter_tb("    repeat (3) @(posedge clk);\n    $finish;", extra="""
+  for (genvar a = 0; a < 16; a++) begin : ga
+    for (genvar b = 0; b < 16; b++) begin : gb
+      for (genvar c = 0; c < 16; c++) begin : gc
+        for (genvar d = 0; d < 16; d++) begin : gd
+          for (genvar e = 0; e < 16; e++) begin : ge
+            logic [7:0] x;
+            assign x = a + b + c + d + e;
+          end
+        end
+      end
+    end
+  end
+""")
+
+
+def test_json_tree_reads_any_depth_and_what_json_reads():
+    deep = "[" * 200_000 + "]" * 200_000
+    value = loads(deep)
+    for _ in range(199_999):
+        value = value[0]
+    assert value == []
+    nested = '{"a":' * 50_000 + '{"b":[1,-2.5e3,true,false,null,"q\\"\\u00e9"]}' + "}" * 50_000
+    value = loads(nested)
+    for _ in range(50_000):
+        value = value["a"]
+    assert value == {"b": [1, -2500.0, True, False, None, 'q"\u00e9']}
+    for bad in ("[" * 5000 + "]" * 4999, "[" * 5000 + "1,]" + "]" * 4999, '{"a" 1}' + " " * 0, "[1 2]"):
+        with pytest.raises(ValueError):
+            loads(bad if bad.startswith("[") and len(bad) > 100 else "[" * 3000 + bad + "]" * 3000)
+
+
+@pytest.mark.slow
+def test_a_600_deep_else_if_chain_scores_an_honest_testbench(cfg):
+    r = simulate(deep_task(600), DEEP_TB, cfg)
+    assert r.status == "ok", r.reason
+    assert r.report is not None and r.report.overall > 0
+
+
+def test_rtl_deeper_than_pyslang_parses_is_the_tasks_error_not_the_samples(cfg):
+    r = simulate(deep_task(2000), DEEP_TB, cfg)
+    assert r.status == "harness_error"
+    assert "task deep2000" in r.reason and "\n" not in r.reason
+
+
+def test_macro_expansion_is_bounded_by_the_check_budget(task, cfg):
+    cpu = own_cpu_s()
+    r = simulate(task, macro_tb(60), dataclasses.replace(cfg, check_timeout_s=1.0))
+    assert r.status == "rejected", r.reason
+    assert "simulator.check_timeout_s=1 s" in r.reason and "\n" not in r.reason
+    assert own_cpu_s() - cpu < 3
+
+
+def test_macro_expansion_is_bounded_by_the_memory_budget(task, cfg):
+    r = simulate(task, macro_tb(60), dataclasses.replace(cfg, check_mem_mb=16))
+    assert r.status == "rejected", r.reason
+    assert "simulator.check_mem_mb=16" in r.reason and "\n" not in r.reason
+
+
+def test_nested_generate_loops_are_bounded_by_the_check_budget(task, cfg):
+    cpu = own_cpu_s()
+    r = simulate(task, GENERATE_TB, dataclasses.replace(cfg, check_timeout_s=3.0))
+    assert r.status == "rejected", r.reason
+    assert "simulator.check_timeout_s=3 s" in r.reason and "\n" not in r.reason
+    # (its wall clock still includes the build's own Verilator run beside the check: build_timeout_s)
+    assert own_cpu_s() - cpu < 3
+
+
+def test_a_budget_the_task_alone_exceeds_is_the_tasks_error(cfg):
+    r = simulate(deep_task(600), DEEP_TB, dataclasses.replace(cfg, check_mem_mb=16))
+    assert r.status == "harness_error", r.reason
+    assert "task deep600" in r.reason and "check_mem_mb=16" in r.reason
