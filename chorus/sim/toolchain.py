@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 COVERAGE_FLAGS = ("--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user")
-WARNING_FLAGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-BLKANDNBLK")
+# BADVLTPRAGMA is Verilator's error for a comment it reads as an unknown metacomment: any comment that
+# starts with "Verilator" (`// Verilator testbench for the counter`), which it then ignores
+WARNING_FLAGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-BLKANDNBLK", "-Wno-BADVLTPRAGMA")
 
 
 class ToolchainError(RuntimeError):
