@@ -841,3 +841,41 @@ def test_comments_that_begin_with_verilator_build_and_score(task, cfg, work):
     tb = "// Verilator testbench for the counter\n" + counter_tb(BODY, extra="  /* Verilator is used */")
     r = run(task, tb, cfg)
     assert r.status == "ok" and r.overall > 0, (r.status, r.reason)
+
+
+THRESHOLD = """module thr(input logic clk, input logic [3:0] x, output logic big);
+  always_ff @(posedge clk) begin
+    if (x > 4'd10) big <= 1'b1;
+    else big <= 1'b0;
+  end
+endmodule
+"""
+CONSTRAINED_TB = """module tb;
+  logic clk = 0; logic [3:0] x; logic big;
+  thr uut(.clk(clk), .x(x), .big(big));
+  always #5 clk = ~clk;
+  class C; rand bit [3:0] v; constraint c { v > 10; } endclass
+  initial begin
+    C c = new;
+    repeat (8) begin
+      if (!c.randomize()) $fatal(1, "randomize failed");
+      x = c.v;
+      @(negedge clk);
+    end
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_constrained_randomize_runs_the_solver_inside_the_jail(cfg, work, monkeypatch):
+    """randomize() with a constraint needs the SMT solver (z3 from the z3-solver wheel), found without
+    PATH and allowed by the jail: the DUT sees only values > 10, so its if-branch is covered and its
+    else-branch never is."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    task = Task(id="thr", spec="", rtl={"rtl/thr.sv": THRESHOLD}, top="thr", instance="uut")
+    r = run(task, CONSTRAINED_TB, cfg)
+    assert r.status == "ok" and r.end == "finish", (r.status, r.reason, r.run_log[-300:])
+    missed = {(u.line, u.what) for u in r.report.uncovered}
+    assert (3, "branch else") in missed and (3, "branch if") not in missed, missed
