@@ -879,3 +879,18 @@ def test_constrained_randomize_runs_the_solver_inside_the_jail(cfg, work, monkey
     assert r.status == "ok" and r.end == "finish", (r.status, r.reason, r.run_log[-300:])
     missed = {(u.line, u.what) for u in r.report.uncovered}
     assert (3, "branch else") in missed and (3, "branch if") not in missed, missed
+
+
+def test_verilators_octal_escapes_in_its_json_are_read_without_changing_its_structure():
+    from chorus.sim.verilator_tree import loads
+
+    # what Verilator 5.48 writes for `logic \sig_é ;` (verilogName), and a name holding quotes
+    text = r'{"name":"sig_\\303\\251","verilogName":"\\sig_\303\251 ","q":"\\a\"b,\"x\":{\"y ","u":"\u00e9"}'
+    assert loads(text) == {"name": "sig_\\303\\251", "verilogName": "\\sig_\\303\\251 ", "q": '\\a"b,"x":{"y ',
+                           "u": "é"}
+
+
+def test_a_non_ascii_escaped_identifier_is_refused_with_the_fix(task, cfg, work):
+    tb = counter_tb(BODY, extra="  logic \\sig_é ;\n  always @(posedge clk) \\sig_é  <= q[0];  // é in a comment")
+    r = run(task, tb, cfg)
+    assert r.status == "rejected" and "non-ASCII character" in r.reason and "use an ASCII name" in r.reason, r.reason

@@ -357,7 +357,11 @@ def parse_error(tree) -> str | None:
     for d in tree.diagnostics:
         if d.isError():
             line = tree.sourceManager.getLineNumber(d.location)
-            return f"line {line}: does not parse as SystemVerilog ({str(d.code).split('(')[-1].rstrip(')')})"
+            code = str(d.code).split('(')[-1].rstrip(')')
+            if code == "UTF8Char":  # e.g. `\sig_é `: Verilator takes it, IEEE 1800 and pyslang do not
+                return (f"line {line}: a non-ASCII character outside a string or comment does not parse as "
+                        "SystemVerilog (identifiers, escaped ones too, are printable ASCII; use an ASCII name)")
+            return f"line {line}: does not parse as SystemVerilog ({code})"
     return None
 
 

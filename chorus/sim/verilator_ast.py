@@ -16,7 +16,6 @@ parses exactly what it will compile (`--json-only`, jailed) and chorus walks tha
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from .config import SimConfig
 from .process import run_limited
 from .dut_boundary import breach
 from .toolchain import WARNING_FLAGS, Toolchain
-from .verilator_tree import walk
+from .verilator_tree import loads, walk
 
 
 
@@ -56,8 +55,9 @@ def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, so
                                               f"Verilator stopped (exit {r.returncode}, signal {r.signal})")
         return AstVerdict("compile_error", why, r.log)
     try:
-        tree = json.loads((ast_dir / "Vast.tree.json").read_text())
-        files = json.loads((ast_dir / "Vast.tree.meta.json").read_text()).get("files", {})
+        tree = loads((ast_dir / "Vast.tree.json").read_text(encoding="utf-8", errors="replace"))
+        files = loads((ast_dir / "Vast.tree.meta.json").read_text(encoding="utf-8",
+                                                                                 errors="replace")).get("files", {})
     except (OSError, ValueError) as exc:
         return AstVerdict("compile_error", f"Verilator's parse tree is unreadable: {exc}", r.log)
     std_file = str((tc.root / "include" / "verilated_std.sv").resolve())

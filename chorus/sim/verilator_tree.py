@@ -6,6 +6,8 @@ code and names on them; dut_boundary.breach decides the DUT's boundary.
 """
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 
 HOST_NODES = {"SYSTEMT": "$system", "SYSTEMF": "$system", "CSTMTUSER": "$c", "CEXPRUSER": "$c",
@@ -35,6 +37,18 @@ class Seen:
     pins: list = field(default_factory=list)  # [scope, cell's module address, port VAR, [(var, access)]]
     cells: list = field(default_factory=list)  # (scope, instance name, cell's module or interface, where)
     blocks: list = field(default_factory=list)  # named begin/generate blocks: (scope, name, where)
+
+
+# One JSON string escape: a valid one (kept), or a lone backslash (group 1 empty)
+_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})?')
+
+
+def loads(text: str):
+    """Verilator's JSON. It writes a non-ASCII byte of an escaped identifier's `verilogName` as an
+    octal escape (`\\sig_\\303\\251`), which JSON has no such escape for; such a lone backslash is read
+    as a literal one. It cannot change the structure: a quote in a name is always written `\\"`, an
+    escape kept whole."""
+    return json.loads(_ESCAPE.sub(lambda m: m.group(0) if m.group(1) else "\\\\", text))
 
 
 def walk(tree: dict, files: dict, std_file: str | None = None) -> Seen:
