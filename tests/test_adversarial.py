@@ -894,3 +894,13 @@ def test_a_non_ascii_escaped_identifier_is_refused_with_the_fix(task, cfg, work)
     tb = counter_tb(BODY, extra="  logic \\sig_é ;\n  always @(posedge clk) \\sig_é  <= q[0];  // é in a comment")
     r = run(task, tb, cfg)
     assert r.status == "rejected" and "non-ASCII character" in r.reason and "use an ASCII name" in r.reason, r.reason
+
+
+@pytest.mark.slow
+def test_initial_values_on_testbench_nets_build_but_not_on_a_net_the_dut_output_drives(task, cfg, work):
+    """`logic x = 0` on the testbench's own nets is honest; on `q`, the net the DUT's output register
+    drives, it would start that register (measured: toggle 2/8 -> 3/8), so it stays refused."""
+    own = run(task, counter_tb(BODY, extra="  logic [1:0] x = 2'd1;").replace("en = 0;", "en = 1'b0;"), cfg)
+    assert own.status == "ok", (own.status, own.reason)
+    driven = run(task, counter_tb(BODY).replace("logic [3:0] q;", "logic [3:0] q = 4'd9;"), cfg)
+    assert driven.status == "rejected" and "an initial value too" in driven.reason, driven.reason
