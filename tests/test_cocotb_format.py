@@ -114,3 +114,33 @@ def test_a_loop_without_await_stops_on_wall_clock_with_coverage(task, sim_cfg):
     cfg = dataclasses.replace(sim_cfg, run_timeout_s=7)
     r = score("cocotb", task, GOOD + "    while True:\n        pass\n", cfg)
     assert r.status == "timeout" and "without await" in r.reason and r.overall is not None
+
+
+@pytest.mark.slow
+def test_hundreds_of_concurrent_timers_all_fire_in_time_order(task, sim_cfg):
+    """More timers than any fixed cap on one wait (once 256): each ends at its own time, in order,
+    and timers ending at the same moment end together."""
+    text = """import cocotb
+from cocotb.triggers import Timer, FallingEdge
+from cocotb.utils import get_sim_time
+
+async def stimulus(dut):
+    ended, t0 = [], get_sim_time("ns")  # the stimulus starts after chorus's reset
+
+    async def sleeper(k):
+        await Timer(1 + k // 2, "ns")
+        ended.append((k, get_sim_time("ns")))
+
+    tasks = [cocotb.start_soon(sleeper(k)) for k in range(600)]
+    for t in tasks:
+        await t
+    assert [k for k, _ in ended] == list(range(600)), ended[:10]
+    assert all(at - t0 == 1 + k // 2 for k, at in ended), [e for e in ended if e[1] - t0 != 1 + e[0] // 2][:5]
+    print("TIMERS", len(ended), get_sim_time("ns") - t0)
+    dut.in0.value = 1
+    dut.in1.value = 3
+    await FallingEdge(dut.clk)
+"""
+    r = score("cocotb", task, text, sim_cfg)
+    assert r.status == "ok", r.reason
+    assert "TIMERS 600 300.0" in r.run_log, r.run_log[-500:]

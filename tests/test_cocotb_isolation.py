@@ -159,6 +159,7 @@ attempt("chmod_run_dir", lambda: osd["chmod"](".", 0))
     ('{"op": "wait", "specs": [["fall", "clk", 1]], "writes": [["in1", "01"]]}', "bad value for in1"),
     ('{"op": "shell", "cmd": "rm -rf /"}', "unknown op 'shell'"),
     ('not json at all', "not a JSON object"),
+    ('{"op": "wait", "specs": [' + ", ".join(['["ro"]'] * 100) + '], "writes": []}', "a malformed wait (a list of 100"),
 ])
 def test_forged_protocol_messages_are_refused(task, sim_cfg, forged, refused):
     text = _attack(f"osd['write'](1, {forged!r}.encode() + bytes([10]))\nawait FallingEdge(dut.clk)")

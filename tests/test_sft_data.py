@@ -58,7 +58,7 @@ def test_repairs_from_a_models_own_failures_carry_their_real_feedback(sim_cfg):
                           sim_cfg, min_coverage=None, workers=2)
     assert [r.messages[-2]["content"] for r in repairs] == [failing, garbled, empty]
     weak, broken, bad = repairs
-    assert broken.messages[-1]["content"].startswith("The stimulus did not produce coverage: compile_error")
+    assert broken.messages[-1]["content"].startswith("The stimulus did not produce coverage (compile_error)")
     assert "unknown alias 'stimulus'" in broken.messages[-1]["content"]
     assert all(r.kind == "repair" and r.completion == best.completion for r in repairs)
     assert weak.meta["from"] == "own" and weak.meta["from_coverage"] < task.target

@@ -16,6 +16,7 @@ from typing import Sequence
 from ..policy.engines import Generation, SamplingParams
 from ..policy.parsing import parse_completion
 from ..policy.prompts import messages, render_messages
+from ..rl.rewards import COVERAGE_COUNTS
 from ..sim import SimConfig, SimResult
 from ..sim.pool import make_pool, settled
 from ..tasks.schema import Task
@@ -72,7 +73,8 @@ def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: i
                 note = feedback_message(parsed, result, fmt, task.target)
                 turn = [{"role": "assistant", "content": gen.text}, {"role": "user", "content": note}]
                 s.history += turn
-                overall = result.overall if result.status == "ok" and result.overall is not None else 0.0
+                # the best round is the one with the highest reward's coverage (rl/rewards.COVERAGE_COUNTS)
+                overall = result.overall if result.status in COVERAGE_COUNTS and result.overall is not None else 0.0
                 if overall > s.best[0]:
                     s.best, s.best_turn = (overall, rnd), turn
                 if overall >= 100.0 - 1e-9:

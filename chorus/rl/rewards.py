@@ -8,12 +8,15 @@ from __future__ import annotations
 from ..config_schema import RewardConfig  # rl.reward's schema, its defaults and what each term does
 
 FAILED_TO_RUN = ("compile_error", "rejected", "timeout", "runtime_error", "missing")
+# the statuses whose coverage is the reward: a run that stopped on an error (a fatal, the output
+# limit) keeps what it covered before that (protocol/feedback.py tells the model so)
+COVERAGE_COUNTS = ("ok", "runtime_error")
 
 
 def reward(status: str, overall: float | None, passed: bool, cfg: RewardConfig = RewardConfig()) -> float | None:
     if status == "harness_error":
         return None
-    r = (overall or 0.0) / 100.0 if status in ("ok", "runtime_error") else 0.0
+    r = (overall or 0.0) / 100.0 if status in COVERAGE_COUNTS else 0.0
     if status == "empty":
         r += cfg.empty_penalty
     elif status in FAILED_TO_RUN and overall is None:

@@ -131,8 +131,8 @@ def judge_tree(payload: dict) -> dict:
     from .verilator_ast import judge
 
     try:
-        tree = json_tree.loads(Path(payload["tree"]).read_text())
-        files = json_tree.loads(Path(payload["meta"]).read_text()).get("files", {})
+        tree = json_tree.loads(Path(payload["tree"]).read_text(encoding="utf-8", errors="replace"))
+        files = json_tree.loads(Path(payload["meta"]).read_text(encoding="utf-8", errors="replace")).get("files", {})
     except (OSError, ValueError) as exc:
         return {"status": "compile_error", "reason": f"Verilator's parse tree is unreadable: {exc}"}
     v = judge(tree, files, set(payload["design_units"]), payload["trusted_rtl"], payload["allow_dut_writes"],

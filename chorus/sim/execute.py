@@ -24,6 +24,7 @@ from .design_check import design_sources
 from .isolation import Policy
 from .process import Jail, RunOutcome, run_limited
 from .result import SimResult
+from .toolchain import solver_env
 
 _HEAD = re.compile(rb"chorus-result 1\nstatus (\{[^\n]{0,400}\})\ncoverage (\d{1,10})\n")
 _BEGIN = re.compile(rb"begin (\d{1,9})\n")
@@ -96,7 +97,7 @@ def launch(cfg: SimConfig, cache_root: Path, binary: Path, args: list[str], run:
     """One jailed simulation of `binary` in `run`, under the simulator's limits (every format). A
     process of several programs has each one's limits: wall clock per program (`progress` is the
     file that grows as each ends), CPU for all of them."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C", **env}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(run), "LANG": "C", **solver_env(), **env}
     cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", *args]
     return run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
                        mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=(cfg.run_timeout_s + 5) * programs,
@@ -153,7 +154,9 @@ def score_run(task: Task, cfg: SimConfig, r: RunOutcome, rec: RunRecord, facts, 
         return SimResult("timeout", f"simulation did not end within {cfg.run_timeout_s:.0f} s wall clock "
                          "(a zero-delay loop?)", **logs)
     if r.signal is not None:
-        hint = {9: " (memory, CPU or wall-clock limit?)", 25: " (output limit?)", 31: " (forbidden system call)"}
+        hint = {9: " (memory, CPU or wall-clock limit?)", 25: " (output limit?)", 31: " (forbidden system call)",
+                13: "" if solver_env() else " (randomize() with constraints needs the SMT solver z3: "
+                                            "pip install z3-solver)"}
         return SimResult("runtime_error", f"simulation was killed by signal {r.signal}"
                          f"{hint.get(r.signal, '')}; no coverage counted", **logs)
     if rec.problem or rec.end is None or rec.coverage is None:

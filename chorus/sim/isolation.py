@@ -141,7 +141,7 @@ def jail_prefix(mode: str, cache_root: str, policy: Policy, report_fd: int, time
 
 @functools.lru_cache(maxsize=1)
 def system_read_paths() -> tuple[str, ...]:
-    """The toolchain: compilers, make, perl, shared libraries, Python and its packages.
+    """The toolchain: compilers, make, perl, shared libraries, Python and its packages, the SMT solver.
 
     Nothing under /home, /root, /tmp or /work (beyond installed packages), and of /etc only
     what the dynamic loader and the compilers read."""
@@ -158,4 +158,8 @@ def system_read_paths() -> tuple[str, ...]:
     paths.add(str(Path(sys.executable).resolve().parent))
     for p in (sys.base_prefix, sys.prefix):
         paths.add(str(Path(p).resolve() / "lib"))
+    from .toolchain import find_solver
+
+    if (solver := find_solver()) is not None:
+        paths.add(solver)  # the one file: randomize() with constraints runs it (toolchain.find_solver)
     return tuple(sorted(paths))

@@ -18,11 +18,20 @@ _LITERALS = {"true": True, "false": False, "null": None}
 
 
 def loads(text: str):
-    """json.loads without a nesting limit; raises ValueError (json.JSONDecodeError) on bad JSON."""
+    """Verilator's JSON, read without a nesting limit; raises ValueError (json.JSONDecodeError) on bad
+    JSON. Verilator writes a non-ASCII byte of an escaped identifier's `verilogName` as an octal
+    escape (`\\sig_\\303\\251`), which JSON has no such escape for; such a lone backslash is read as a
+    literal one. It cannot change the structure: a quote in a name is always written `\\"`, an
+    escape kept whole."""
+    text = _ESCAPE.sub(lambda m: m.group(0) if m.group(1) else "\\\\", text)
     try:
         return json.loads(text)
     except RecursionError:
         return _iterative(text)
+
+
+# One JSON string escape: a valid one (kept), or a lone backslash (group 1 empty)
+_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})?')
 
 
 def _iterative(s: str):

@@ -11,12 +11,15 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 COVERAGE_FLAGS = ("--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user")
-WARNING_FLAGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-BLKANDNBLK")
+# BADVLTPRAGMA is Verilator's error for a comment it reads as an unknown metacomment: any comment that
+# starts with "Verilator" (`// Verilator testbench for the counter`), which it then ignores
+WARNING_FLAGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-BLKANDNBLK", "-Wno-BADVLTPRAGMA")
 
 
 class ToolchainError(RuntimeError):
@@ -31,6 +34,7 @@ class Toolchain:
     cxx: str
     ccache: str | None
     ccache_dir: str | None = None  # where ccache writes (a jailed build may write there)
+    solver: str | None = None  # the SMT solver a simulation's randomize() with constraints runs (find_solver)
 
     def env(self) -> dict[str, str]:
         """The environment of a (jailed) build: the compilers' own settings only, never the
@@ -67,7 +71,32 @@ def find_toolchain() -> Toolchain:
     if ccache:
         got = subprocess.run([ccache, "-k", "cache_dir"], capture_output=True, text=True, timeout=60)
         ccache_dir = got.stdout.strip() or None
-    return Toolchain(root=root, verilator=binary, version=version, cxx=cxx, ccache=ccache, ccache_dir=ccache_dir)
+    solver = find_solver()
+    if solver:
+        # part of the toolchain's identity: a cached run of a constrained randomize() depends on it
+        got = subprocess.run([solver, "--version"], capture_output=True, text=True, timeout=60)
+        version += f"; SMT solver {got.stdout.strip() or solver}"
+    return Toolchain(root=root, verilator=binary, version=version, cxx=cxx, ccache=ccache, ccache_dir=ccache_dir,
+                     solver=solver)
+
+
+@functools.lru_cache(maxsize=1)
+def find_solver() -> str | None:
+    """The z3 binary a simulation runs for `randomize()` with constraints (Verilator's runtime starts
+    VERILATOR_SOLVER and talks SMT-LIB to it): the one the z3-solver wheel installs beside this
+    interpreter's scripts, else z3 on PATH; None when there is none (randomize() then fails at run
+    time, as Verilator reports). Verilator splits the command at spaces, so a path with one is unusable."""
+    wheel = Path(sysconfig.get_paths()["scripts"]) / "z3"
+    for path in (str(wheel) if wheel.is_file() else None, shutil.which("z3")):
+        if path and " " not in path and os.access(path, os.X_OK):
+            return str(Path(path).resolve())
+    return None
+
+
+def solver_env() -> dict[str, str]:
+    """The environment that points a simulation's runtime at the solver ({} when there is none)."""
+    solver = find_solver()
+    return {"VERILATOR_SOLVER": f"{solver} --in"} if solver else {}
 
 
 @functools.lru_cache(maxsize=4)

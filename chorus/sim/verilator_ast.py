@@ -50,9 +50,9 @@ def json_only_command(tc: Toolchain, cfg: SimConfig, ast_dir: Path, top: str, de
 
 def load_tree(ast_dir: Path) -> tuple[dict, dict]:
     """The tree and its file table (letter -> filename, realpath) from a json_only_command run."""
-    tree = json_tree.loads((ast_dir / "Vast.tree.json").read_text())
-    files = json_tree.loads((ast_dir / "Vast.tree.meta.json").read_text()).get("files", {})
-    return tree, files
+    tree = json_tree.loads((ast_dir / "Vast.tree.json").read_text(encoding="utf-8", errors="replace"))
+    files = json_tree.loads((ast_dir / "Vast.tree.meta.json").read_text(encoding="utf-8", errors="replace"))
+    return tree, files.get("files", {})
 
 
 @dataclass(frozen=True)

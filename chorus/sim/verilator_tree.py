@@ -37,6 +37,7 @@ class Seen:
     blocks: list = field(default_factory=list)  # named begin/generate blocks: (scope, name, where)
 
 
+
 def walk(tree: dict, files: dict, std_file: str | None = None) -> Seen:
     """One pass over Verilator's tree. `std_file`: the real path of Verilator's verilated_std.sv;
     host code counts everywhere except inside the `std` package read from that file."""

@@ -19,7 +19,7 @@ from cocotb.triggers import (ClockCycles, Event, FallingEdge, First, NextTimeSte
 _CFG = json.loads(os.environ.pop("CHORUS_COCOTB"))
 _STATUS = os.environ.pop("CHORUS_STATUS_OUT")
 CHILD_DIR, CHILD_MAIN = "chorus_child", "main.py"  # run.py copies the child package (child/) next to this file
-MAX_LINE, MAX_SPECS, MAX_EDGES = 1 << 20, 256, 1 << 40
+MAX_LINE, MAX_EDGES = 1 << 20, 1 << 40
 _EDGE = {"rise": RisingEdge, "fall": FallingEdge, "edge": ValueChange}
 _FIXED = {"ro": ReadOnly, "rw": ReadWrite, "next": NextTimeStep}
 # Past the output limit, writes fail with an error (reported as output_limit) instead of a kill;
@@ -205,8 +205,10 @@ async def _serve(child, sigs):
 
 async def _wait(specs, sigs):
     """Await the first of the child's trigger specs; the indices of every spec that fired."""
-    if not isinstance(specs, list) or len(specs) > MAX_SPECS:
-        _refuse("a malformed wait")
+    # at most one spec per edge kind of each signal, per fixed phase, and the child's earliest timer
+    # (child/scheduler.py keeps the later ones): a longer list is not the child's
+    if not isinstance(specs, list) or len(specs) > len(_EDGE) * len(sigs) + len(_FIXED) + 1:
+        _refuse(f"a malformed wait (a list of {len(specs) if isinstance(specs, list) else 'no'} trigger specs)")
     now, real, before, timers = get_sim_time("step"), {}, {}, []
     for i, spec in enumerate(specs):
         kind = spec[0] if isinstance(spec, list) and spec else None

@@ -87,15 +87,22 @@ class _Sched:
             self.sleep()
 
     def sleep(self):
-        keys = list(self.gpi)
+        # Timers end in time order, so the harness is sent only the earliest: any number of tasks may
+        # wait on timers at once, and a wait holds at most one spec per signal edge and phase besides.
+        timers = sorted(k for k in self.gpi if k[0] == "timer")
+        keys = [k for k in self.gpi if k[0] != "timer"] + timers[:1]
         # One pending edge (the usual `await ClockCycles(dut.clk, n)`): the harness counts them all.
         n = min(e[1] for e in self.gpi[keys[0]]) if len(keys) == 1 and keys[0][0] in _EDGES else 1
         specs = [[*k, n] if k[0] in _EDGES else list(k) for k in keys]
         reply = self.request({"op": "wait", "specs": specs})
         self.now, self.read_only = reply["t"], False
         self.values.update(reply["values"])
+        fired = []
         for i in reply["fired"]:
-            key = keys[i]
+            fired.append(keys[i])
+            if timers and keys[i] == timers[0]:  # the timers due with it, in time order
+                fired += [k for k in timers[1:] if k[1] <= self.now]
+        for key in fired:
             self.read_only |= key == ("ro",)
             left = []
             for entry in self.gpi.pop(key):
