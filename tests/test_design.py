@@ -19,33 +19,24 @@ def test_dut_ports_resolve_widths_and_directions():
                      ("top", "output", 1)]
 
 
-def mods(*entries):
-    out = {}
-    for hier, module in entries:
-        out.setdefault(hier, set()).add(module)
-    return out
-
-
 def test_named_instance_of_the_dut_wins_over_another_instance():
-    point_modules = mods(("TOP.tb", "tb"), ("TOP.tb.u2", "cnt"), ("TOP.tb.uut", "cnt"))
-    assert find_dut_instance(point_modules, "cnt", "uut") == ("TOP.tb.uut", True)
+    assert find_dut_instance({"TOP.tb.u2", "TOP.tb.uut"}, "uut") == ("TOP.tb.uut", True)
 
 
-def test_fallback_to_the_dut_module_when_the_name_is_wrong():
-    point_modules = mods(("TOP.tb", "tb"), ("TOP.tb.dut", "cnt"), ("TOP.tb.dut2", "cnt"))
-    assert find_dut_instance(point_modules, "cnt", "uut") == ("TOP.tb.dut", False)
+def test_fallback_to_the_shallowest_dut_instance_when_the_name_is_wrong():
+    assert find_dut_instance({"TOP.tb.dut2", "TOP.tb.dut", "TOP.tb.x.dut0"}, "uut") == ("TOP.tb.dut", False)
 
 
-def test_a_non_dut_instance_named_like_the_required_one_is_not_taken():
-    point_modules = mods(("TOP.tb.uut", "wrap"), ("TOP.tb.uut.inner", "cnt"))
-    assert find_dut_instance(point_modules, "cnt", "uut") == ("TOP.tb.uut.inner", False)
-
-
-def test_a_point_that_claims_the_dut_file_does_not_make_a_dut():
-    # `line "rtl/cnt.sv" can give a fake module's points the DUT's file and lines; the
-    # module that declared them is still `fake`.
-    assert find_dut_instance(mods(("TOP.tb", "tb"), ("TOP.tb.uut", "fake")), "cnt", "uut") == (None, False)
+def test_the_named_instance_is_taken_even_below_another():
+    assert find_dut_instance({"TOP.tb.w.uut", "TOP.tb.a"}, "uut") == ("TOP.tb.w.uut", True)
 
 
 def test_no_instance_at_all():
-    assert find_dut_instance(mods(("TOP.tb", "tb")), "cnt", "uut") == (None, False)
+    assert find_dut_instance(set(), "uut") == (None, False)
+
+
+def test_a_position_is_in_a_module_only_inside_its_declaration_in_its_own_file():
+    facts = design_facts(RTL)
+    assert facts.in_module("cnt", "cnt.sv", 1) and facts.in_module("cnt", "./cnt.sv", 9)
+    assert not facts.in_module("cnt", "cnt.sv", 10) and not facts.in_module("cnt", "wrap.sv", 2)
+    assert not facts.in_module("cnt", "verif/cnt.sv", 2)
