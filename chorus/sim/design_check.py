@@ -220,12 +220,8 @@ def _elaborate_uncached(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: P
         cmd = json_only_command(tc, cfg, ast_dir, top, task.defines, [*sources, f"{top}.sv"])
         r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=workdir / "ast.log",
                         mem_mb=cfg.mem_limit_mb, file_mb=512, jail=build_jail(cfg, cache_root, (design,), (ast_dir,)))
-        if r.setup_error:
-            return f"isolation could not be set up: {r.setup_error}"
-        if r.timed_out or r.signal is not None or r.returncode != 0:
-            errors = verilator_errors(r.log)
-            why = errors[0][:300] if errors else f"Verilator exit {r.returncode}, signal {r.signal}"
-            return f"task {task.id}: its RTL does not elaborate at the parameters it states: {why}"
+        if failed := _verilator_failure(r, task, "does not elaborate at the parameters it states"):
+            return failed
         try:
             tree, files = load_tree(ast_dir)
         except (OSError, ValueError) as exc:
@@ -271,13 +267,18 @@ def _lint(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | 
                *define_args(task.defines), *sources]
         r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=cfg.build_timeout_s, log_path=workdir / "lint.log",
                         mem_mb=cfg.mem_limit_mb, file_mb=64, jail=build_jail(cfg, cache_root, (design,), ()))
-        if r.setup_error:
-            return f"isolation could not be set up: {r.setup_error}"
-        if r.timed_out or r.signal is not None or r.returncode != 0:
-            errors = verilator_errors(r.log)
-            why = errors[0][:300] if errors else f"Verilator exit {r.returncode}, signal {r.signal}"
-            return f"task {task.id}: its RTL does not compile on its own: {why}"
-        return None
+        return _verilator_failure(r, task, "does not compile on its own")
+
+
+def _verilator_failure(r, task: Task, what: str) -> str | None:
+    """The one-line task error of a Verilator run over the task's RTL alone, or None when it passed."""
+    if r.setup_error:
+        return f"isolation could not be set up: {r.setup_error}"
+    if r.timed_out or r.signal is not None or r.returncode != 0:
+        errors = verilator_errors(r.log)
+        why = errors[0][:300] if errors else f"Verilator exit {r.returncode}, signal {r.signal}"
+        return f"task {task.id}: its RTL {what}: {why}"
+    return None
 
 
 def rtl_check_problem(task: Task, tc: Toolchain, cfg: SimConfig, cache_root: Path) -> str | None:
