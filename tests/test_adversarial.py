@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from chorus.sim import SimConfig, simulate
-from chorus.sim import isolation
+from chorus.sim import isolation, workdirs
 from chorus.sim.isolation import Policy
 from chorus.sim.process import Jail, run_limited
 from chorus.tasks.schema import TRUSTED, Task
@@ -43,12 +43,14 @@ WRITE_REASON = "writes into the DUT's internals"
 # ---------------------------------------------------------------- fixtures and helpers
 
 @pytest.fixture
-def work(tmp_path, monkeypatch) -> Path:
+def work(tmp_path, monkeypatch):
     """Every chorus work dir of this test is created here, so leftovers can be seen."""
     d = tmp_path / "work"
     d.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(d))
-    return d
+    workdirs.end_run()  # this test's run dir: in `work`
+    yield d
+    workdirs.end_run()
 
 
 @pytest.fixture
@@ -82,8 +84,10 @@ def assert_no_leak(r, *secrets: str) -> None:
 
 
 def assert_clean(work: Path) -> None:
-    """simulate() removed its work dir: nothing it wrote survives outside it."""
-    assert list(work.iterdir()) == []
+    """simulate() removed its work dir: nothing it wrote survives outside it (the run's own dir, empty)."""
+    left = list(work.iterdir())  # at most this run's own dir (a sample refused before any build makes none), empty
+    assert left == [] or [p.name for p in left] == [workdirs.run_dir().name]
+    assert all(list(p.iterdir()) == [] for p in left)
 
 
 def run(task: Task, tb: str, cfg: SimConfig, **over):

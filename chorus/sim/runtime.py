@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .process import run_limited
 from .toolchain import Toolchain, flagset_key, model_compiler
+from .workdirs import run_dir
 
 # What every chorus model is built with, the runtime kit included: the kit's objects and header are
 # compiled against chorus's driver and the Verilator prefix, so they live here and build.py imports
@@ -105,7 +106,7 @@ def ensure_runtime(tc: Toolchain, flags: tuple[str, ...], make_vars: dict[str, s
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (d / "READY").exists():
             return _load(d)
-        with tempfile.TemporaryDirectory(prefix="chorus-rt-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="chorus-rt-", dir=run_dir()) as tmp:
             _build_kit(tc, flags, make_vars, Path(tmp), d)
     return _load(d)
 

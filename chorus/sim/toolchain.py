@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .workdirs import run_dir
+
 COVERAGE_FLAGS = ("--coverage-line", "--coverage-toggle", "--coverage-expr", "--coverage-user")
 # BADVLTPRAGMA is Verilator's error for a comment it reads as an unknown metacomment: any comment that
 # starts with "Verilator" (`// Verilator testbench for the counter`), which it then ignores
@@ -40,8 +42,9 @@ class Toolchain:
         """The environment of a (jailed) build: the compilers' own settings only, never the
         user's secrets (API keys, tokens), which a build log could otherwise carry back."""
         keep = {k: v for k, v in os.environ.items()
-                if k in ("PATH", "HOME", "LANG", "LC_ALL", "CC", "CXX", "TMPDIR") or k.startswith("CCACHE_")}
+                if k in ("PATH", "HOME", "LANG", "LC_ALL", "CC", "CXX") or k.startswith("CCACHE_")}
         keep["VERILATOR_ROOT"] = str(self.root)
+        keep["TMPDIR"] = str(run_dir())  # the compilers' temporaries (cc*.s) go with the run
         keep.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros,include_file_mtime")
         return keep
 
@@ -154,7 +157,7 @@ def model_compiler(tc: Toolchain) -> tuple[str, ...]:
         return ()
     cmd = (str(home / "zig"), "clang", "--driver-mode=g++", "-target", f"{machine}-unknown-linux-gnu",
            "-resource-dir", str(home / "lib"))
-    with tempfile.TemporaryDirectory(prefix="chorus-clang-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="chorus-clang-", dir=run_dir()) as tmp:
         src = Path(tmp) / "probe.cpp"
         src.write_text(_PROBE)
         try:

@@ -1,12 +1,16 @@
-"""Every temporary file of a run lives in ONE dir, and what a killed run leaves is removed by the next.
+"""Every temporary file of a run lives in ONE dir, removed when the run ends, however it ends.
 
-The first process of a run makes $TMPDIR/chorus-run-<pid>-<random>/ and points TMPDIR (and
-`tempfile`) at it, so whatever it starts afterwards writes its temporaries there too: pool
-workers and their work dirs, multiprocessing's pymp-* dirs, the runtime kit's build, the
-compiler's cc*.s. Processes that inherit it (CHORUS_RUN_DIR, owner alive) use it as it is. The
-owner removes it when it exits; a run killed with SIGKILL cannot, so every new run first sweeps
-the per-run dirs whose owning process no longer exists (its jailed builds died with it:
-PR_SET_PDEATHSIG, and unjailed ones with their keeper, process.run_limited).
+The first process of a run makes $TMPDIR/chorus-run-<pid>-<random>/ and every temporary chorus
+makes goes there: pool workers' work dirs, the runtime kit's build, and the compilers'
+temporaries (cc*.s: builds run with TMPDIR pointing at it, Toolchain.env). The process's own
+TMPDIR is left as it is: multiprocessing and torch put sockets in it, and a socket's path is at
+most 107 bytes, so nesting them deeper breaks a run whose TMPDIR is already long.
+
+The owner removes the dir when it exits. A run killed with SIGKILL cannot, so a watcher process
+started with the dir does: it holds the read end of a pipe only the owner writes to and, at the
+end of file the owner's death gives, removes the run dir and multiprocessing's pymp-* dir of the
+owner. Should the watcher die too, the next run sweeps per-run dirs whose owner no longer exists.
+Processes the run starts (CHORUS_RUN_DIR, owner alive, same TMPDIR) use the dir as it is.
 
 Inside, each work dir is named after the process that owns it (chorus-<kind>-<pid>-<random>):
 a pool worker killed mid-job leaves its dirs, which the next process of the run to start sweeps.
@@ -17,17 +21,22 @@ import functools
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 _NAME = re.compile(r"^chorus-[a-z]+-(\d+)-")
 RUN_ENV = "CHORUS_RUN_DIR"  # the run dir, for the processes a run starts
-_ORIGINAL_ENV = "CHORUS_RUN_TMPDIR"  # the TMPDIR the run dir was made in (where stale runs lie)
+# The watcher: waits for the end of file on its stdin (the owner and all its holders of the pipe
+# are gone), then removes what it was given. Its own session: a kill of the run's group spares it.
+_WATCHER = "import shutil, sys\nsys.stdin.buffer.read()\nfor p in sys.argv[1:]: shutil.rmtree(p, True)\n"
+_held: list[int] = []  # the run dir's watcher's pipe end, open until this process ends (or end_run)
 
 
 def new_workdir(kind: str, keep: bool = False) -> Path:
     """A fresh dir in this run's dir; `keep` (simulator.keep_workdir): beside it instead, named
-    chorus-kept-<kind>-..., so neither the run's exit nor a later sweep removes it."""
+    chorus-kept-<kind>-..., so neither the run's end nor a later sweep removes it."""
     root = run_dir()
     sweep_stale()
     if keep:
@@ -37,31 +46,71 @@ def new_workdir(kind: str, keep: bool = False) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def run_dir() -> Path:
-    """This run's temp dir, made (and TMPDIR pointed at it) on the first call of the run's first process."""
+    """This run's temp dir, made on the first call of the run's first process."""
+    base = Path(tempfile.gettempdir())
     inherited = os.environ.get(RUN_ENV)
-    if inherited and Path(inherited).is_dir() and _owner_alive(Path(inherited).name):
+    if inherited and Path(inherited).parent == base and Path(inherited).is_dir() and _owner_alive(Path(inherited).name):
         return Path(inherited)
-    base = Path(os.environ.get(_ORIGINAL_ENV) or tempfile.gettempdir())
     _sweep(base)
     d = Path(tempfile.mkdtemp(prefix=f"chorus-run-{os.getpid()}-", dir=base))
-    os.environ.update({RUN_ENV: str(d), _ORIGINAL_ENV: str(base), "TMPDIR": str(d)})
-    tempfile.tempdir = str(d)
+    os.environ[RUN_ENV] = str(d)
     _remove_at_exit(d)
     return d
 
 
+def end_run() -> None:
+    """End this process's run dir now (its watcher removes it); the next new_workdir starts another."""
+    if run_dir.cache_info().currsize:
+        d = run_dir()
+        if os.environ.get(RUN_ENV) == str(d):
+            del os.environ[RUN_ENV]
+        shutil.rmtree(d, ignore_errors=True)
+    while _held:
+        end = _held.pop()
+        if end >= 0:
+            os.close(end)
+    run_dir.cache_clear()
+    sweep_stale.cache_clear()
+
+
 def _remove_at_exit(d: Path) -> None:
-    # After multiprocessing's own exit work, which stops the forkserver and removes its pymp-* dir
-    # (priority -100) from inside this dir: a plain atexit hook registered now would run before it.
     from multiprocessing import util
 
     owner = os.getpid()
+    _held.append(_watch(d))
+    _watch_multiprocessing_dir()
 
     def remove() -> None:
         if os.getpid() == owner:  # never a forked child's exit
             shutil.rmtree(d, ignore_errors=True)
 
     util.Finalize(None, remove, exitpriority=-1000)
+
+
+@functools.lru_cache(maxsize=1)
+def _watch_multiprocessing_dir() -> int:
+    """multiprocessing's pymp-* dir of this process, made now (where it would be made anyway) and
+    watched for as long as the process lives: its forkserver's socket is in it. Only a dir this
+    call makes is watched: one that exists already may be a forking parent's, still in use."""
+    from multiprocessing import current_process, util
+
+    if current_process()._config.get("tempdir") is not None:
+        return -1
+    return _watch(Path(util.get_temp_dir()))
+
+
+def _watch(path: Path) -> int:
+    """Start a watcher that removes `path` once the returned pipe end is closed; -1 if none could start."""
+    read_end, write_end = os.pipe()  # not inherited by what this process executes
+    try:
+        subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHER, str(path)], stdin=read_end,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        os.close(write_end)  # no watcher: the next run's sweep is what is left
+        return -1
+    finally:
+        os.close(read_end)
+    return write_end
 
 
 @functools.lru_cache(maxsize=1)
