@@ -168,3 +168,33 @@ def test_chorus_harnesses_instantiate_the_dut_at_the_stated_parameters(cfg):
     assert [a.width for a in amap.inputs] == [8] and [a.width for a in amap.outputs] == [8]
     r = simulate(task, body_testbench(task, amap, "repeat (4) @(negedge clk) in0 = in0 + 8'd33;"), cfg)
     assert r.status == "ok" and r.report.instance.endswith(".uut"), r
+
+
+DECODER = """module dec(input logic clk, input logic [1:0] sel, output logic [3:0] y);
+  function automatic logic [3:0] f(input logic [1:0] s);
+    case (s) 2'd0: return 4'd1; 2'd1: return 4'd2; 2'd2: return 4'd4; default: return 4'd8; endcase
+  endfunction
+  function automatic logic [3:0] g(input logic [1:0] s); return y ^ {2'b0, s}; endfunction
+  always_ff @(posedge clk) y <= f(sel);
+endmodule
+"""
+DEC_TB = """module tb; logic clk = 0; logic [1:0] sel = 0; logic [3:0] y; logic [3:0] e;
+  dec uut(.*); always #5 clk = ~clk;
+  initial begin {body} #30 $finish; end
+endmodule
+"""
+
+
+@pytest.mark.slow
+def test_a_pure_dut_function_may_be_called_and_its_calls_add_no_coverage(cfg):
+    task = Task(id="dec", spec="", rtl={"rtl/dec.sv": DECODER}, top="dec", instance="uut")
+    still = simulate(task, DEC_TB.format(body=""), cfg)
+    called = simulate(task, DEC_TB.format(body="for (int i = 0; i < 4; i++) e = uut.f(i);"), cfg)
+    driven = simulate(task, DEC_TB.format(body="for (int i = 0; i < 4; i++) begin sel = i; #10; end"), cfg)
+    assert {still.status, called.status, driven.status} == {"ok"}, (called.status, called.reason)
+    # f's case over every input, run from the testbench, is not the DUT's activity: coverage as if
+    # never called; the same inputs through the port take the other case items
+    assert called.report.counts == still.report.counts and called.overall == still.overall
+    assert driven.overall > still.overall
+    impure = simulate(task, DEC_TB.format(body="e = uut.g(1);"), cfg)  # g reads the DUT's register y
+    assert impure.status == "rejected" and "not a pure function" in impure.reason, impure.reason

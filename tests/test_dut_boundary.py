@@ -24,6 +24,7 @@ module bdut(input logic clk, input logic rst_n, input logic [3:0] a, output logi
   initial begin : boot boot_done = 0; #30 boot_done = 1; end
   task automatic load_state(input logic [3:0] x); st = x; endtask
   function automatic logic [3:0] peek(); return st; endfunction
+  function automatic logic [3:0] next_of(input logic [3:0] x, input logic [3:0] y); return x + y; endfunction
   always_ff @(posedge clk or negedge rst_n)
     if (!rst_n) st <= '0; else st <= st + a;
   always_ff @(posedge clk) s.v <= st;
@@ -206,6 +207,8 @@ HONEST = {
         stmts="    d = new; d.v[0] = tbi; d.put(4'h3);\n", port=True),
     "a design package function without side effects": dict(stmts="    $display(\"%0d\", cpkg::twice(4'h3));\n",
                                                            port="pkg"),
+    "a pure DUT function computing an expected value": dict(
+        stmts="    if (uut.next_of(4'h1, 4'h2) != 4'h3) $display(\"model mismatch\");\n"),
     "a helper that drives the testbench's inputs of the DUT": dict(
         items="  stim s(.clk(clk), .y(a));",
         post="module stim(input logic clk, output logic [3:0] y); initial y = 0; "

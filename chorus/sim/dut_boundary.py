@@ -9,7 +9,11 @@ subroutine's locals, not one object's members). Refused, each with the line and 
    the net it is connected to, which may be the DUT's own output register);
 2. a call of a design module's task or function, or of any design subroutine that writes DUT state
    (directly or through the subroutines it calls): a package function setting a mode the DUT reads,
-   an interface task driving a signal the DUT drives;
+   an interface task driving a signal the DUT drives. A pure function of a design module is allowed
+   (`uut.f(i)` to compute an expected value): a function that references no variable but its own
+   arguments, locals and the design's parameters, and calls only such functions. Measured on a decoder whose case lives in
+   its function, calling it over every input from the testbench left the DUT's coverage at 23.8 %
+   while driving the same inputs through its port raised it to 52.4 %;
 3. any reference to an interface instance a design module declares (a virtual interface handle or
    an interface-port actual would let later writes reach it without a name);
 4. a write to an interface signal through a path that enters a DUT instance, or to a signal the
@@ -119,14 +123,34 @@ def _calls(seen: Seen, design_units: set[str], tb, state: set, through_dut, is_p
         kind, owner = seen.subs.get(sub, ("", ""))
         if not tb(scope) or owner not in design_units:
             continue
-        module_sub = kind == "MODULE"
+        module_sub = kind == "MODULE" and not _pure(seen, sub, state)
         via_dut = kind == "IFACE" and through_dut(dotted)
         writes = sub in writers and not (kind == "IFACE" and is_private(scope, dotted))
         if module_sub or via_dut or writes:
-            what = "a subroutine of the DUT" if module_sub or via_dut else f"a subroutine of design unit {owner} " \
-                   "that writes its state"
+            what = ("a subroutine of the DUT that is not a pure function (one referencing only its arguments, "
+                    "locals and parameters)" if module_sub else "a subroutine of the DUT" if via_dut
+                    else f"a subroutine of design unit {owner} that writes its state")
             return f"{where}: a call of {f'{dotted}.{name}'.lstrip('.')}, {what}, may write into the DUT's internals"
     return None
+
+
+def _pure(seen: Seen, sub: str, state: set) -> bool:
+    """A function that references only its own arguments, locals and parameters, and calls only such functions."""
+    callees: dict[str, set] = {}
+    for c in seen.calls:
+        if c[5]:
+            callees.setdefault(c[5], set()).add(c[1])
+    todo, done = [sub], set()
+    while todo:
+        f = todo.pop()
+        if f in done:
+            continue
+        done.add(f)
+        if f not in seen.funcs or any((v in state and v not in seen.constants) or v in seen.handles
+                                      or v in seen.iface_vars for v in seen.sub_refs.get(f, ())):
+            return False
+        todo.extend(callees.get(f, ()))
+    return True
 
 
 def _state_writers(seen: Seen, state: set) -> set:

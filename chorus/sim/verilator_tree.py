@@ -27,6 +27,9 @@ class Seen:
     names: dict = field(default_factory=dict)  # VAR -> its name
     modules: dict = field(default_factory=dict)  # MODULE or IFACE address -> its original name
     subs: dict = field(default_factory=dict)  # TASK/FUNC -> (kind of its scope, scope name)
+    funcs: set = field(default_factory=set)  # the FUNC addresses among subs (no timing, one result)
+    sub_refs: dict = field(default_factory=dict)  # TASK/FUNC -> every VAR referenced inside it
+    constants: set = field(default_factory=set)  # parameter and localparam VARs
     host: list = field(default_factory=list)  # (scope, what, where)
     # (scope, var, name, where, enclosing PIN record or None, enclosing TASK/FUNC or "")
     writes: list = field(default_factory=list)
@@ -64,6 +67,8 @@ def walk(tree: dict, files: dict, std_file: str | None = None) -> Seen:
         elif kind in ("TASK", "FUNC"):
             sub = node.get("addr", "")
             seen.subs[sub] = (kind_of_scope, scope)
+            if kind == "FUNC":
+                seen.funcs.add(sub)
             if node.get("dpiImport") or node.get("dpiExport"):
                 seen.host.append((scope, f"DPI {'import' if node.get('dpiImport') else 'export'}",
                                   _where(node, files)))
@@ -88,6 +93,8 @@ def walk(tree: dict, files: dict, std_file: str | None = None) -> Seen:
             if isinstance(pin, list):
                 pin[3].append((var, node.get("access")))
             seen.refs.append((scope, var, name, _where(node, files)))
+            if sub:
+                seen.sub_refs.setdefault(sub, set()).add(var)
             if node.get("access") in ("WR", "RW"):
                 seen.writes.append((scope, var, name, _where(node, files), pin if isinstance(pin, list) else None,
                                     sub))
@@ -101,6 +108,8 @@ def walk(tree: dict, files: dict, std_file: str | None = None) -> Seen:
 
 def _var(seen: Seen, node: dict, scope: str, kind_of_scope: str) -> None:
     addr = node.get("addr", "")
+    if node.get("varType") in ("GPARAM", "LPARAM"):
+        seen.constants.add(addr)
     seen.directions[addr], seen.names[addr] = node.get("direction", "NONE"), node.get("name", "")
     if node.get("varType") == "IFACEREF":
         seen.handles[addr] = scope
