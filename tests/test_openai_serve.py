@@ -48,7 +48,8 @@ class Server:
         with open(log, "w") as f:
             self.proc = subprocess.Popen(["transformers", "serve", "--host", "127.0.0.1", "--port", str(self.port),
                                           str(self.model)], stdout=f, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+                                         start_new_session=True,  # its request lines reach the log as they happen
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -74,7 +75,8 @@ def server(tiny_xs, tmp_path_factory):
 
 
 def requests_received(log: Path) -> int:
-    return log.read_text().count("[Request received]")
+    """The completions the server answered, from its HTTP access log (uvicorn's line per request)."""
+    return log.read_text().count('"POST /v1/completions HTTP/1.1"')
 
 
 def cached(db: Path) -> int:

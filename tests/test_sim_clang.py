@@ -22,7 +22,7 @@ needs_clang = pytest.mark.skipif(not model_compiler(find_toolchain()),
 def built_by(tmp: Path) -> list[bytes]:
     """Which compiler made each kept build's model object: its .comment section names it."""
     out = []
-    for o in sorted(tmp.glob("chorus-sim-*/obj/Vtb__ALL.o")):
+    for o in sorted(tmp.glob("chorus-kept-sim-*/obj/Vtb__ALL.o")):  # keep_workdir: beside the run dir
         data = o.read_bytes()
         out.append(b"clang" if b"clang version" in data else b"gcc" if b"GCC: (" in data else b"?")
     return out

@@ -32,6 +32,7 @@ RUN_ENV = "CHORUS_RUN_DIR"  # the run dir, for the processes a run starts
 # are gone), then removes what it was given. Its own session: a kill of the run's group spares it.
 _WATCHER = "import shutil, sys\nsys.stdin.buffer.read()\nfor p in sys.argv[1:]: shutil.rmtree(p, True)\n"
 _held: list[int] = []  # the run dir's watcher's pipe end, open until this process ends (or end_run)
+_current: dict[str, Path] = {}  # "dir": this process's run dir, once made (a forked child shares it)
 
 
 def new_workdir(kind: str, keep: bool = False) -> Path:
@@ -44,24 +45,30 @@ def new_workdir(kind: str, keep: bool = False) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"chorus-{kind}-{os.getpid()}-", dir=root))
 
 
-@functools.lru_cache(maxsize=1)
 def run_dir() -> Path:
-    """This run's temp dir, made on the first call of the run's first process."""
+    """This run's temp dir, made on the first call of the run's first process (and again should the
+    temp dir change under the process, as a test's does, or the dir be removed)."""
     base = Path(tempfile.gettempdir())
+    d = _current.get("dir")
+    if d is not None and d.parent == base and d.is_dir():
+        return d
     inherited = os.environ.get(RUN_ENV)
     if inherited and Path(inherited).parent == base and Path(inherited).is_dir() and _owner_alive(Path(inherited).name):
-        return Path(inherited)
-    _sweep(base)
-    d = Path(tempfile.mkdtemp(prefix=f"chorus-run-{os.getpid()}-", dir=base))
-    os.environ[RUN_ENV] = str(d)
-    _remove_at_exit(d)
+        d = Path(inherited)
+    else:
+        _sweep(base)
+        d = Path(tempfile.mkdtemp(prefix=f"chorus-run-{os.getpid()}-", dir=base))
+        os.environ[RUN_ENV] = str(d)
+        _remove_at_exit(d)
+    _current["dir"] = d
+    sweep_stale.cache_clear()
     return d
 
 
 def end_run() -> None:
     """End this process's run dir now (its watcher removes it); the next new_workdir starts another."""
-    if run_dir.cache_info().currsize:
-        d = run_dir()
+    d = _current.pop("dir", None)
+    if d is not None:
         if os.environ.get(RUN_ENV) == str(d):
             del os.environ[RUN_ENV]
         shutil.rmtree(d, ignore_errors=True)
@@ -69,7 +76,6 @@ def end_run() -> None:
         end = _held.pop()
         if end >= 0:
             os.close(end)
-    run_dir.cache_clear()
     sweep_stale.cache_clear()
 
 
