@@ -11,6 +11,7 @@ from chorus.rl.rollouts import collect
 from chorus.rl.run import Objective, train_rl
 from chorus.tracking.progress import Progress
 from helpers import PROMPT, context, lines, rl_settings, weights
+from wandb_records import final_summary
 
 
 def run(init, out, name="dapo", eval_tasks=(), rl_tasks=(), sim=None, algo=None, objective=Objective(),
@@ -134,7 +135,11 @@ def test_train_cli_job_rl_writes_the_expert_where_the_next_issue_looks(sft_xs, t
     assert summary["git_revision"] is None or len(summary["git_revision"]) >= 40
     assert "rl_algo" in (expert / ".hydra/config.yaml").read_text()
     (wandb_run,) = (expert / "wandb").glob("offline-run-*/run-*.wandb")
-    assert b"reward_mean" in wandb_run.read_bytes()  # a step scalar's key, as W&B's record stores it
+    # what W&B shows after sync: the held-out result under eval/, never replaced by the last training
+    # batch (logged under train/, and written by W&B at finish, after the summary)
+    shown = final_summary(wandb_run)
+    assert shown["eval/pass_rate"] == summary["pass_rate"] and shown["eval/n_tasks"] == 1
+    assert "train/reward_mean" in shown and "pass_rate" not in shown and shown["job"] == "rl"
 
 
 def test_several_minibatches_make_the_clip_act_and_the_run_still_resumes_and_ends(sft_xs, rl_tasks, sim, tmp_path):

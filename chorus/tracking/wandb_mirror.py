@@ -1,5 +1,12 @@
 """A copy of a run dir's results in Weights & Biases: offline by default, online only when a mode
-and an API key say so. The run dir's files stay the source of truth."""
+and an API key say so. The run dir's files stay the source of truth.
+
+Metric names, as W&B shows them: training steps log under `train/` (train/reward_mean, train/loss,
+...), the held-out evaluation in summary.json goes to the run summary under `eval/` (eval/pass_rate,
+eval/pass_at_k/5, ...), its timing under `timing/`, and the run's metadata (job, model, seed, ...)
+unprefixed. The prefixes keep a training batch's numbers from ever taking the held-out result's
+place: W&B writes a run's last history row at finish, after the summary, and a shared name
+(pass_rate) would have let a training batch's value stand as the run's result."""
 from __future__ import annotations
 
 import json
@@ -10,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
+from .record import META_KEYS
 from .run_dir import SUMMARY, read_table
 
 log = logging.getLogger("chorus.tracking")
@@ -31,7 +39,7 @@ class WandbMirror(Mirror):
         self.run = run
 
     def log_step(self, step: int, scalars: dict) -> None:
-        self.run.log({k: v for k, v in scalars.items() if _is_scalar(v)}, step=step)
+        self.run.log({f"train/{k}": v for k, v in scalars.items() if _is_scalar(v)}, step=step)
 
     def log_result(self, run_dir: str | Path) -> None:
         import wandb
@@ -39,7 +47,7 @@ class WandbMirror(Mirror):
         run_dir = Path(run_dir)
         if (run_dir / SUMMARY).exists():
             summary = json.loads((run_dir / SUMMARY).read_text())
-            self.run.summary.update({k: v for k, v in flatten(summary).items() if _is_scalar(v)})
+            self.run.summary.update({k: v for k, v in summary_entries(summary).items() if _is_scalar(v)})
         table = per_task_frame(run_dir)
         if table is not None:
             self.run.log({"per_task": wandb.Table(dataframe=table)})
@@ -59,6 +67,14 @@ def per_task_frame(run_dir: Path):
         if df[col].map(lambda v: isinstance(v, (dict, list, tuple))).any():
             df[col] = df[col].map(lambda v: json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v)
     return df
+
+
+def summary_entries(summary: dict) -> dict:
+    """summary.json as W&B summary keys: metadata as is, timing under timing/, the rest under eval/."""
+    meta = {k: v for k, v in summary.items() if k in META_KEYS}
+    timing = flatten(summary.get("timing") or {}, "timing/")
+    rest = {k: v for k, v in summary.items() if k not in META_KEYS and k != "timing"}
+    return {**meta, **timing, **flatten(rest, "eval/")}
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
