@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -27,6 +28,17 @@ class RunSet:
     table: pd.DataFrame  # run, task_id, sample, status, overall, coverage, passed, ... + run metadata
     runs: pd.DataFrame  # one row per loaded run: run, path, metadata, n_tasks, n_samples
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (run path, why it was skipped)
+
+
+def runs_from_env(default: str = "runs") -> str:
+    """Where a notebook reads runs: $CHORUS_RUNS (else `default`), a relative path taken from where
+    the user launched Jupyter. The kernel starts in the notebook's own folder (analysis/), so the
+    launch dir comes from $PWD, which the launching shell set and the kernel inherits."""
+    pattern = os.environ.get("CHORUS_RUNS", default)
+    if os.path.isabs(pattern):
+        return pattern
+    launched = os.environ.get("PWD")
+    return os.path.join(launched if launched and os.path.isdir(launched) else os.getcwd(), pattern)
 
 
 def is_run_dir(path: Path) -> bool:
