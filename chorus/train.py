@@ -28,7 +28,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from .config_schema import CONF_DIR, TrainConf, register_configs
-from .job_context import JobContext, process_rank
+from .job_context import JobContext, Preempted, process_rank
 from .job_settings import MERGE_OPTIONS, check_settings
 from .sim.config import sim_config
 from .sim.executor import make_executor
@@ -269,6 +269,10 @@ def main(cfg: DictConfig) -> None:
         print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         write_error(HydraConfig.get().runtime.output_dir, exc)
         sys.exit(2)
+    except Preempted as exc:  # a pre-emption is never a finished run: the pipeline re-runs (resumes) it
+        print(f"chorus.train: error: {exc}", file=sys.stderr)
+        write_error(HydraConfig.get().runtime.output_dir, exc)
+        sys.exit(exc.exit_code)
     if primary:
         print(json.dumps(info))
 
