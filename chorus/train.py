@@ -34,7 +34,7 @@ from .sim.config import sim_config
 from .sim.executor import make_executor
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError
-from .tracking.identity import check_reuse, run_dir, write_record
+from .tracking.identity import check_reuse, has_results, run_dir, write_record
 from .tracking.progress import Progress
 from .tracking.record import copy_hydra_config, model_name, run_metadata, write_error
 from .tracking.wandb_mirror import open_mirror
@@ -252,6 +252,13 @@ def main(cfg: DictConfig) -> None:
         sim, workers = sim_config(c["simulator"])
         out, record = job_run_dir(c, job)
         check_reuse(out, record)
+        if has_results(out, job):  # the same settings, finished: never trained (or logged) twice
+            if primary:
+                print(f"chorus.train: {out} already holds this run, finished with these settings; nothing to do "
+                      "(move the dir away, or set run_tag=, to train it again)", file=sys.stderr)
+                summary = out / "summary.json"
+                print(json.dumps({**(json.loads(summary.read_text()) if summary.exists() else {}), "skipped": "done"}))
+            return
         prepare, run = JOBS[job]
         inputs = prepare(c, conf)
         executor = make_executor(sim, workers)  # one per job, handed to every phase that simulates

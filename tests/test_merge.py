@@ -268,6 +268,16 @@ def test_cli_merge_writes_an_evaluated_checkpoint(experts, tiny_xs, tmp_path):
     progress = [json.loads(line) for line in (where / "progress.jsonl").read_text().splitlines()]
     assert [(p["phase"], p["done"]) for p in progress if p["phase"] == "merge"] == [("merge", 0), ("merge", 1)]
     assert (progress[-1]["phase"], progress[-1]["done"], progress[-1]["total"]) == ("held-out evaluation", 1, 1)
+    # the same command again: a finished run with these settings is a skip, never a second run in its dir
+    stamps = {f: f.stat().st_mtime_ns for f in where.rglob("*") if f.is_file()}
+    again = _train("consolidation=ties", "teacher_pool=two_experts", "consolidation.density=0.4", f"runs_dir={runs}",
+                   *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h2'}")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{where} already holds this run, finished with these settings; nothing to do" in again.stderr
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == {**json.loads((where / "summary.json").read_text()),
+                                                                  "skipped": "done"}
+    assert {f: f.stat().st_mtime_ns for f in where.rglob("*") if f.is_file()} == stamps
+    assert len(list((where / "wandb").glob("offline-run-*"))) == 1
 
 
 @pytest.mark.slow
