@@ -304,6 +304,9 @@ class TeacherPoolConf:
     name: str = "three_experts"
     base: Optional[str] = "${runs_dir}/sft/stage0/hf"  # the SFT init task vectors are taken against
     teachers: List[Teacher] = field(default_factory=list)
+    # another runs dir (a pipeline's) whose experts and base the pool uses: each path under runs_dir is
+    # looked up at the same group path there, plain or made with other settings (opd/teachers.pool_from_runs)
+    from_runs: Optional[str] = None
     missing: MissingRewards = MissingRewards.error  # a reward table lacking training tasks
     online_samples: int = 4
 

@@ -36,7 +36,7 @@ from .stimulus.formats import get_format
 from .tasks import TaskFormatError
 from .tracking.identity import check_reuse, has_results, run_dir, write_record
 from .tracking.progress import Progress
-from .tracking.record import copy_hydra_config, model_name, run_metadata, write_error
+from .tracking.record import checkpoint_model, copy_hydra_config, model_name, run_metadata, write_error
 from .tracking.wandb_mirror import open_mirror
 
 register_configs()
@@ -173,9 +173,19 @@ def job_run_dir(c: dict, job: str) -> tuple[Path, dict]:
     return run_dir(job, c, default_config(job, c))
 
 
-def metadata(c: dict, job: str) -> dict:
-    """summary.json's run metadata: only the groups that shaped this job are named."""
-    return run_metadata(job, model_name(c["model"]), c["seed"],
+def started_from(job: str, inputs: dict, conf: TrainConf) -> str | None:
+    """The checkpoint a job starts from (SFT's init, RL's stage, the pool's first expert)."""
+    if job == "consolidation":
+        return inputs["teachers"][0].checkpoint
+    return inputs.get("init") or (conf.sft_stage.checkpoint if job == "sft" else None)
+
+
+def metadata(c: dict, job: str, start: str | None = None) -> dict:
+    """summary.json's run metadata: only the groups that shaped this job are named. The model is the
+    one the starting checkpoint descends from when a chorus run recorded it (model.* is not read by
+    jobs that start from a checkpoint, so its default would misname them)."""
+    model = checkpoint_model(start) or model_name(c["model"])
+    return run_metadata(job, model, c["seed"],
                         sft_stage=c["sft_stage"]["name"] if job in ("sft", "rl") else None,
                         rl_algo=c["rl_algo"]["name"] if job == "rl" else None,
                         consolidation=c["consolidation"]["name"] if job == "consolidation" else None,
@@ -242,6 +252,15 @@ def main(cfg: DictConfig) -> None:
         if job not in JOBS:
             raise ValueError(f"unknown job {job!r}; choose one of {list(JOBS)}")
         check_settings(job, job_label(job, c), c, cfg, overrides)
+        if job == "consolidation" and c["teacher_pool"]["from_runs"]:  # before the identity: it names them
+            from .opd.teachers import pool_from_runs
+
+            pool = c["teacher_pool"]
+            teachers, cfg.teacher_pool.base = pool_from_runs(pool["teachers"], pool["base"], c["runs_dir"],
+                                                             pool["from_runs"])
+            for node, found in zip(cfg.teacher_pool.teachers, teachers):
+                node.checkpoint = found["checkpoint"]
+            c = container(cfg)
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
         if (text := memory_plan(job, c, conf)) and primary:
             print(text, file=sys.stderr if not conf.plan_only else sys.stdout)
@@ -263,7 +282,8 @@ def main(cfg: DictConfig) -> None:
         inputs = prepare(c, conf)
         executor = make_executor(sim, workers)  # one per job, handed to every phase that simulates
         ctx = JobContext(out, fmt, sim, workers=workers, executor=executor, seed=conf.seed,
-                         dtype=job_dtype(job, conf), meta=metadata(c, job), progress=Progress(out))
+                         dtype=job_dtype(job, conf), meta=metadata(c, job, started_from(job, inputs, conf)),
+                         progress=Progress(out))
         if primary:
             write_record(out, {**record, "overrides": overrides})
             copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
