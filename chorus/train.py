@@ -37,7 +37,7 @@ from .tasks import TaskFormatError
 from .tracking.identity import check_reuse, has_results, run_dir, write_record
 from .tracking.progress import Progress
 from .tracking.record import checkpoint_model, copy_hydra_config, model_name, run_metadata, write_error
-from .tracking.wandb_mirror import open_mirror
+from .tracking.wandb_mirror import open_mirror, wandb_group
 
 register_configs()
 
@@ -288,7 +288,8 @@ def main(cfg: DictConfig) -> None:
             write_record(out, {**record, "overrides": overrides})
             copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
         logger = c["logger"] if primary else {"name": "none"}  # logger=none: a mirror that logs nothing
-        with open_mirror(logger, c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job) as mirror:
+        with open_mirror(logger, c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job,
+                         group=wandb_group(c["runs_dir"]), meta=ctx.meta) as mirror:
             with executor:
                 info = run(conf, inputs, ctx, mirror)
             mirror.log_result(out)

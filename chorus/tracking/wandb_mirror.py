@@ -13,6 +13,8 @@ import json
 import logging
 import netrc
 import os
+import secrets
+import string
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
@@ -111,9 +113,46 @@ def resolve_mode(mode: str) -> str:
     return mode
 
 
+def wandb_group(runs_dir: str | Path) -> str:
+    """A runs dir as a W&B group: runs/pipeline/staged/seed0 (relative to the working dir when under
+    it, so that the same pipeline run from its checkout groups alike on every machine)."""
+    path = Path(runs_dir).absolute()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+RUN_ID_FILE = "wandb-run-id"  # the W&B run of a run dir: a resumed or re-run job logs into the same one
+
+
+def run_id(run_dir: Path) -> str:
+    """The run dir's W&B run id, made on its first run and kept in the dir."""
+    path = Path(run_dir) / RUN_ID_FILE
+    try:
+        known = path.read_text().strip()
+    except OSError:
+        known = ""
+    if known:
+        return known
+    new = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))  # W&B's id form
+    path.write_text(new + "\n")
+    return new
+
+
+def run_tags(meta: dict, extra: list[str] | None = None) -> list[str]:
+    """What a run is, as W&B tags: its job, groups and model (job=rl, rl_algo=dapo, sft_stage=stage1,
+    model=tiny-xs, ...), then logger.tags."""
+    keys = ("job", "sft_stage", "rl_algo", "consolidation", "teacher_pool", "policy", "model")
+    return [f"{k}={meta[k]}" for k in keys if meta.get(k) is not None][:20] + list(extra or [])
+
+
 @contextmanager
-def open_mirror(logger: dict, config: dict, run_dir: str | Path, name: str, job_type: str):
-    """Yield a Mirror for one run; the W&B run is always finished, also when the job fails."""
+def open_mirror(logger: dict, config: dict, run_dir: str | Path, name: str, job_type: str,
+                group: str | None = None, meta: dict | None = None):
+    """Yield a Mirror for one run; the W&B run is always finished, also when the job fails. One W&B run
+    per run dir (its id kept there); grouped by logger.group, else `group` (the runs dir: a pipeline's
+    preset and seed), tagged with what the run is (run_tags)."""
     if logger["name"] == "none":
         yield Mirror()
         return
@@ -123,9 +162,9 @@ def open_mirror(logger: dict, config: dict, run_dir: str | Path, name: str, job_
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    run = wandb.init(project=logger["project"], entity=logger["entity"], group=logger["group"],
-                     tags=list(logger["tags"] or []), mode=resolve_mode(logger["mode"]), dir=str(run_dir),
-                     config=config, name=name, job_type=job_type)
+    run = wandb.init(project=logger["project"], entity=logger["entity"], group=logger["group"] or group,
+                     tags=run_tags(meta or {}, logger["tags"]), mode=resolve_mode(logger["mode"]), dir=str(run_dir),
+                     config=config, name=name, job_type=job_type, id=run_id(run_dir), resume="allow")
     exit_code = 1
     try:
         yield WandbMirror(run)
