@@ -1,5 +1,5 @@
 """python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project
-    wandb_filter.group=<runs dir> wandb_filter.tags='[model=tiny-xs]' wandb_filter.job_type=rl wandb_filter.mixed=false]
+    wandb_filter.group=<runs dir> wandb_filter.tags='["model=tiny-xs"]' wandb_filter.job_type=rl wandb_filter.mixed=false]
 python -m chorus.analyze power=true [design.tasks=150 design.samples=16 design.levels='[0.2,0.36,0.26]'] [runs=...]
 python -m chorus.analyze study='[runs/pipeline/staged/seed0,runs/pipeline/staged/seed1,...]' [study_keep=DIR]
 
