@@ -1,4 +1,5 @@
-"""python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project]
+"""python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project
+    wandb_filter.group=<runs dir> wandb_filter.tags='["model=tiny-xs"]' wandb_filter.job_type=rl wandb_filter.mixed=false]
 python -m chorus.analyze power=true [design.tasks=150 design.samples=16 design.levels='[0.2,0.36,0.26]'] [runs=...]
 python -m chorus.analyze study='[runs/pipeline/staged/seed0,runs/pipeline/staged/seed1,...]' [study_keep=DIR]
 
@@ -28,7 +29,7 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     from .analysis.report import analyze_runs
     from .analysis.validity import VALIDITY_NOTE
-    from .tracking.runs import load_runs, load_wandb_runs, with_pass_rule
+    from .tracking.runs import load_runs, load_wandb_runs, wandb_filters, with_pass_rule
 
     c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     if c["power"]:
@@ -41,7 +42,12 @@ def main(cfg: DictConfig) -> None:
         warnings.simplefilter("always", category=UserWarning)
         warnings.showwarning = lambda msg, *a, **k: print(f"chorus.analyze: warning: {msg}", file=sys.stderr)
         try:
-            runs = load_wandb_runs(c["wandb"]) if c["wandb"] else load_runs(c["runs"])
+            if c["wandb"]:
+                f = c["wandb_filter"]
+                runs = load_wandb_runs(c["wandb"], wandb_filters(f["group"], f["tags"], f["job_type"], f["config"]),
+                                       mixed=f["mixed"])
+            else:
+                runs = load_runs(c["runs"])
             runs = with_pass_rule(runs, c["pass_coverage"])  # the runs' own rule unless one is given
             for path, why in runs.skipped:
                 print(f"chorus.analyze: skipped {path}: {why}", file=sys.stderr)

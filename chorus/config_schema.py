@@ -304,6 +304,9 @@ class TeacherPoolConf:
     name: str = "three_experts"
     base: Optional[str] = "${runs_dir}/sft/stage0/hf"  # the SFT init task vectors are taken against
     teachers: List[Teacher] = field(default_factory=list)
+    # another runs dir (a pipeline's) whose experts and base the pool uses: each path under runs_dir is
+    # looked up at the same group path there, plain or made with other settings (opd/teachers.pool_from_runs)
+    from_runs: Optional[str] = None
     missing: MissingRewards = MissingRewards.error  # a reward table lacking training tasks
     online_samples: int = 4
 
@@ -333,9 +336,20 @@ class DesignConf:
 
 
 @dataclass
+class WandbFilterConf:
+    """analyze wandb=<entity/project>: which of the project's runs to read."""
+    group: Optional[str] = None  # a pipeline's runs dir (chorus's default W&B group)
+    tags: List[str] = field(default_factory=list)  # every one of them (job=rl, model=tiny-xs, ...)
+    job_type: Optional[str] = None  # sft, rl, consolidation, evaluate
+    config: Dict[str, Any] = field(default_factory=dict)  # config values: {"rl.steps": 40}
+    mixed: bool = False  # pool runs of several groups (different setups); refused otherwise
+
+
+@dataclass
 class AnalyzeConf:
     runs: str = "runs"  # a glob of run dirs, or a folder searched for run dirs
     wandb: Optional[str] = None  # entity/project: read the runs from W&B instead (online)
+    wandb_filter: WandbFilterConf = field(default_factory=WandbFilterConf)
     out: Optional[str] = None  # plots and table.md; null = the Hydra run dir
     experts: Optional[List[str]] = None  # run labels forming the oracle union; null = the job=rl runs
     min_rate: float = 0.5  # a task is solved by a run when it passes in at least this share of samples

@@ -3,6 +3,7 @@ positional arguments. chorus.train builds it from the composed config; tests bui
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -50,3 +51,17 @@ def process_rank(environ=os.environ) -> int:
         if environ.get(name, "").strip():
             return int(environ[name])
     return 0
+
+
+class Preempted(Exception):
+    """The run stopped on a signal; `checkpoint` resumes it (None: the run starts again)."""
+
+    def __init__(self, signum: int, step: int, steps: int, checkpoint: Path | None):
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        resume = (f"its checkpoint {checkpoint} resumes it: run the same command again" if checkpoint
+                  else "this stage has no checkpoint: run the same command to start it again")
+        super().__init__(f"stopped by {signal.Signals(signum).name} after step {step}/{steps}; {resume}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # the shell's convention for "ended by this signal"

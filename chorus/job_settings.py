@@ -31,7 +31,7 @@ MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam", "normalize"), "ties": ("
                  "della": ("density", "epsilon", "lam", "normalize", "seed")}
 # The teacher location in conf/teacher_pool/*.yaml follows ${rl_algo.name}; the algorithm's other
 # settings belong to job=rl.
-TEACHERS = ("teacher_pool.name", "teacher_pool.teachers", "rl_algo.name")
+TEACHERS = ("teacher_pool.name", "teacher_pool.teachers", "teacher_pool.from_runs", "rl_algo.name")
 # Why a job refuses a setting people commonly pass it: (job, top-level key) -> a clause.
 UNUSED_HINTS = {
     ("sft", "model"): " (SFT keeps float32 weights and evaluates in float32; trainer.precision sets its compute)",

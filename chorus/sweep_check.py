@@ -58,6 +58,10 @@ def check_sweep(path: str | Path, run_id: str = "sweeprun1") -> list[str]:
     if [str(c) for c in sweep.get("command", [])[:len(HEAD)]] != HEAD or \
             sweep["command"][-1] != "${args_no_hyphens}":
         return [f"{name}: command must be {HEAD + ['...', '${args_no_hyphens}']}"]
+    metric = (sweep.get("metric") or {}).get("name", "")
+    if not metric.startswith("eval/"):
+        return [f"{name}: metric.name={metric!r} is not a held-out result; optimise an eval/ metric (e.g. "
+                "eval/pass_rate): train/... are training batches"]
     register_configs()
     problems: dict[str, str] = {}  # one line per distinct problem, with the first command line showing it
     os.environ.setdefault("WANDB_RUN_ID", run_id)

@@ -28,16 +28,16 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from .config_schema import CONF_DIR, TrainConf, register_configs
-from .job_context import JobContext, process_rank
+from .job_context import JobContext, Preempted, process_rank
 from .job_settings import MERGE_OPTIONS, check_settings
 from .sim.config import sim_config
 from .sim.executor import make_executor
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError
-from .tracking.identity import check_reuse, run_dir, write_record
+from .tracking.identity import check_reuse, has_results, run_dir, write_record
 from .tracking.progress import Progress
-from .tracking.record import copy_hydra_config, model_name, run_metadata, write_error
-from .tracking.wandb_mirror import open_mirror
+from .tracking.record import checkpoint_model, copy_hydra_config, model_name, run_metadata, write_error
+from .tracking.wandb_mirror import open_mirror, wandb_group
 
 register_configs()
 
@@ -173,9 +173,19 @@ def job_run_dir(c: dict, job: str) -> tuple[Path, dict]:
     return run_dir(job, c, default_config(job, c))
 
 
-def metadata(c: dict, job: str) -> dict:
-    """summary.json's run metadata: only the groups that shaped this job are named."""
-    return run_metadata(job, model_name(c["model"]), c["seed"],
+def started_from(job: str, inputs: dict, conf: TrainConf) -> str | None:
+    """The checkpoint a job starts from (SFT's init, RL's stage, the pool's first expert)."""
+    if job == "consolidation":
+        return inputs["teachers"][0].checkpoint
+    return inputs.get("init") or (conf.sft_stage.checkpoint if job == "sft" else None)
+
+
+def metadata(c: dict, job: str, start: str | None = None) -> dict:
+    """summary.json's run metadata: only the groups that shaped this job are named. The model is the
+    one the starting checkpoint descends from when a chorus run recorded it (model.* is not read by
+    jobs that start from a checkpoint, so its default would misname them)."""
+    model = checkpoint_model(start) or model_name(c["model"])
+    return run_metadata(job, model, c["seed"],
                         sft_stage=c["sft_stage"]["name"] if job in ("sft", "rl") else None,
                         rl_algo=c["rl_algo"]["name"] if job == "rl" else None,
                         consolidation=c["consolidation"]["name"] if job == "consolidation" else None,
@@ -242,6 +252,15 @@ def main(cfg: DictConfig) -> None:
         if job not in JOBS:
             raise ValueError(f"unknown job {job!r}; choose one of {list(JOBS)}")
         check_settings(job, job_label(job, c), c, cfg, overrides)
+        if job == "consolidation" and c["teacher_pool"]["from_runs"]:  # before the identity: it names them
+            from .opd.teachers import pool_from_runs
+
+            pool = c["teacher_pool"]
+            teachers, cfg.teacher_pool.base = pool_from_runs(pool["teachers"], pool["base"], c["runs_dir"],
+                                                             pool["from_runs"])
+            for node, found in zip(cfg.teacher_pool.teachers, teachers):
+                node.checkpoint = found["checkpoint"]
+            c = container(cfg)
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
         if (text := memory_plan(job, c, conf)) and primary:
             print(text, file=sys.stderr if not conf.plan_only else sys.stdout)
@@ -252,16 +271,25 @@ def main(cfg: DictConfig) -> None:
         sim, workers = sim_config(c["simulator"])
         out, record = job_run_dir(c, job)
         check_reuse(out, record)
+        if has_results(out, job):  # the same settings, finished: never trained (or logged) twice
+            if primary:
+                print(f"chorus.train: {out} already holds this run, finished with these settings; nothing to do "
+                      "(move the dir away, or set run_tag=, to train it again)", file=sys.stderr)
+                summary = out / "summary.json"
+                print(json.dumps({**(json.loads(summary.read_text()) if summary.exists() else {}), "skipped": "done"}))
+            return
         prepare, run = JOBS[job]
         inputs = prepare(c, conf)
         executor = make_executor(sim, workers)  # one per job, handed to every phase that simulates
         ctx = JobContext(out, fmt, sim, workers=workers, executor=executor, seed=conf.seed,
-                         dtype=job_dtype(job, conf), meta=metadata(c, job), progress=Progress(out))
+                         dtype=job_dtype(job, conf), meta=metadata(c, job, started_from(job, inputs, conf)),
+                         progress=Progress(out))
         if primary:
             write_record(out, {**record, "overrides": overrides})
             copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
         logger = c["logger"] if primary else {"name": "none"}  # logger=none: a mirror that logs nothing
-        with open_mirror(logger, c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job) as mirror:
+        with open_mirror(logger, c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job,
+                         group=wandb_group(c["runs_dir"]), meta=ctx.meta) as mirror:
             with executor:
                 info = run(conf, inputs, ctx, mirror)
             mirror.log_result(out)
@@ -269,6 +297,10 @@ def main(cfg: DictConfig) -> None:
         print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         write_error(HydraConfig.get().runtime.output_dir, exc)
         sys.exit(2)
+    except Preempted as exc:  # a pre-emption is never a finished run: the pipeline re-runs (resumes) it
+        print(f"chorus.train: error: {exc}", file=sys.stderr)
+        write_error(HydraConfig.get().runtime.output_dir, exc)
+        sys.exit(exc.exit_code)
     if primary:
         print(json.dumps(info))
 

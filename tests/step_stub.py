@@ -1,7 +1,7 @@
 """A stand-in pipeline step for the runner's tests: `python -m step_stub key=value ...` with
 out=<run dir> (it ends by writing summary.json there, with when it started and ended), sleep=<s>,
-fail=<message> (a job's one-line error, exit 2), pidfile=<path> (its pid, once started) and
-kill_job=1 (SIGKILL to the process that started it: a submitit job killed under its step, as SLURM
+fail=<message> (a job's one-line error, exit 2), exit=<code> (ends with that status, no results),
+pidfile=<path> (its pid, once started) and kill_job=1 (SIGKILL to the process that started it: a submitit job killed under its step, as SLURM
 does at a timeout). Other arguments (the runner's hydra.run.dir=...) are ignored."""
 import json
 import os
@@ -18,6 +18,8 @@ time.sleep(float(args.get("sleep", 0)))
 if "kill_job" in args:
     os.kill(os.getppid(), signal.SIGKILL)
     sys.exit(0)  # a status nobody reads: the job that would have returned it is gone
+if "exit" in args:
+    sys.exit(int(args["exit"]))
 if "fail" in args:
     print(f"chorus.stub: error: {args['fail']}", file=sys.stderr)
     sys.exit(2)

@@ -268,6 +268,16 @@ def test_cli_merge_writes_an_evaluated_checkpoint(experts, tiny_xs, tmp_path):
     progress = [json.loads(line) for line in (where / "progress.jsonl").read_text().splitlines()]
     assert [(p["phase"], p["done"]) for p in progress if p["phase"] == "merge"] == [("merge", 0), ("merge", 1)]
     assert (progress[-1]["phase"], progress[-1]["done"], progress[-1]["total"]) == ("held-out evaluation", 1, 1)
+    # the same command again: a finished run with these settings is a skip, never a second run in its dir
+    stamps = {f: f.stat().st_mtime_ns for f in where.rglob("*") if f.is_file()}
+    again = _train("consolidation=ties", "teacher_pool=two_experts", "consolidation.density=0.4", f"runs_dir={runs}",
+                   *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h2'}")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{where} already holds this run, finished with these settings; nothing to do" in again.stderr
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == {**json.loads((where / "summary.json").read_text()),
+                                                                  "skipped": "done"}
+    assert {f: f.stat().st_mtime_ns for f in where.rglob("*") if f.is_file()} == stamps
+    assert len(list((where / "wandb").glob("offline-run-*"))) == 1
 
 
 @pytest.mark.slow
@@ -283,12 +293,36 @@ def test_a_multirun_over_methods_and_densities_leaves_one_dir_per_run(experts, t
     assert merged == {("ties", 0.2), ("ties", 0.8), ("della", 0.2), ("della", 0.8)}
 
 
+def test_a_soup_over_a_pipelines_experts_in_hashed_dirs_via_from_runs(experts, tiny_xs, tmp_path):
+    """teacher_pool.from_runs: the experts of another runs dir, made with other settings (hashed dirs,
+    as a pipeline's are); the run records the model they descend from, not model.*'s default."""
+    pipeline = tmp_path / "pipeline"
+    for stage, path in zip(("stage1", "stage2"), experts):
+        shutil.copytree(path, pipeline / f"rl/dapo/{stage}-0123abcd/hf")
+        (pipeline / f"rl/dapo/{stage}-0123abcd/summary.json").write_text(json.dumps({"model": "tiny-xs"}))
+    runs = tmp_path / "runs"
+    p = _train("consolidation=soup", "teacher_pool=two_experts", f"teacher_pool.from_runs={pipeline}",
+               f"runs_dir={runs}", "logger=none", *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h'}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    (where,) = (runs / "consolidation/soup").iterdir()
+    merged = json.loads((where / "hf/merge.json").read_text())
+    assert [str(e) for e in merged["experts"]] == [str(pipeline / f"rl/dapo/{s}-0123abcd/hf") for s in ("stage1", "stage2")]
+    assert json.loads((where / "summary.json").read_text())["model"] == "tiny-xs"
+    assert json.loads((where / "run.json").read_text())["identity"]["teacher_pool.from_runs"] == str(pipeline)
+    # two runs of one group path there: which one is ambiguous, and said so in one line
+    shutil.copytree(experts[0], pipeline / "rl/dapo/stage1-feedbeef/hf")
+    p = _train("consolidation=soup", "teacher_pool=two_experts", f"teacher_pool.from_runs={pipeline}",
+               f"runs_dir={runs}", "logger=none", *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h2'}")
+    assert p.returncode == 2 and "teacher stage1 needs exactly one run at" in p.stderr
+    assert "stage1-0123abcd, " in p.stderr and "Traceback" not in p.stderr
+
+
 @pytest.mark.parametrize("overrides, message", [
     (["consolidation=della", "consolidation.density=1.5"], "density must be in (0, 1]"),
     (["consolidation=soup", "consolidation.weights=[1,2,3]"], "3 merge weights for 2 experts"),
     pytest.param(["consolidation=dare", "consolidation.weights=[1,-1]"], "sum to 0 and a normalized merge divides",
                  marks=pytest.mark.slow),
-    (["consolidation=ties", "teacher_pool=three_experts"], "teacher stage0: no checkpoint"),
+    (["consolidation=ties", "teacher_pool=three_experts"], "1 of 3 teachers have no checkpoint: stage0 ("),
 ])
 def test_cli_merge_bad_input_is_one_line(overrides, message, experts, tiny_xs, tmp_path):
     runs = _runs_dir(tmp_path / "runs", tiny_xs, experts)

@@ -11,6 +11,7 @@ from chorus.rl.rollouts import collect
 from chorus.rl.run import Objective, train_rl
 from chorus.tracking.progress import Progress
 from helpers import PROMPT, context, lines, rl_settings, weights
+from wandb_records import final_summary, records
 
 
 def run(init, out, name="dapo", eval_tasks=(), rl_tasks=(), sim=None, algo=None, objective=Objective(),
@@ -134,7 +135,49 @@ def test_train_cli_job_rl_writes_the_expert_where_the_next_issue_looks(sft_xs, t
     assert summary["git_revision"] is None or len(summary["git_revision"]) >= 40
     assert "rl_algo" in (expert / ".hydra/config.yaml").read_text()
     (wandb_run,) = (expert / "wandb").glob("offline-run-*/run-*.wandb")
-    assert b"reward_mean" in wandb_run.read_bytes()  # a step scalar's key, as W&B's record stores it
+    # what W&B shows after sync: the held-out result under eval/, never replaced by the last training
+    # batch (logged under train/, and written by W&B at finish, after the summary)
+    shown = final_summary(wandb_run)
+    assert shown["eval/pass_rate"] == summary["pass_rate"] and shown["eval/n_tasks"] == 1
+    assert "train/reward_mean" in shown and "pass_rate" not in shown and shown["job"] == "rl"
+    (run,) = [r.run for r in records(wandb_run) if r.WhichOneof("record_type") == "run"]
+    assert run.run_group == str(tmp_path) and run.job_type == "rl"  # grouped by the runs dir
+    assert {"job=rl", "rl_algo=dapo", "sft_stage=stage1"} <= set(run.tags)
+    assert run.run_id == (expert / "wandb-run-id").read_text().strip()
+
+
+@pytest.mark.slow
+def test_sigterm_mid_run_saves_a_checkpoint_exits_nonzero_and_the_same_command_resumes(sft_xs, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    argv = [sys.executable, "-m", "chorus.train", "job=rl", "sft_stage=stage1", f"sft_stage.checkpoint={sft_xs}",
+            f"runs_dir={tmp_path}", "rl.steps=3", "rl.save_every=100", "rl.group_size=2", "rl.prompts_per_step=1",
+            "rl.max_new_tokens=32", f"rl.max_prompt_tokens={PROMPT}", "rl.tasks.difficulty=easy",
+            "rl.tasks.per_family=1", "rl.eval_tasks.per_family=4", "rl.eval_tasks.families=[counter]",
+            "rl.eval_samples=1", f"hydra.run.dir={tmp_path / 'h'}"]
+    job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not list(tmp_path.glob("rl/dapo/stage1-*/steps.jsonl")) and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)  # during step 2: the run ends when it does
+    out, err = job.communicate(timeout=600)
+    (expert,) = tmp_path.glob("rl/dapo/stage1-*")
+    assert job.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "chorus.train: error: stopped by SIGTERM after step 2/3" in err and "run the same command again" in err
+    assert (tmp_path / "h/error.txt").read_text().startswith("stopped by SIGTERM after step 2/3")
+    assert (expert / "ckpt/last.ckpt").exists() and not (expert / "summary.json").exists()
+    assert not (expert / "hf").exists() and [s["step"] for s in lines(expert / "steps.jsonl")] == [1, 2]
+
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert [s["step"] for s in lines(expert / "steps.jsonl")] == [1, 2, 3]  # resumed at step 3
+    assert json.loads((expert / "summary.json").read_text())["resumed_from"] == str(expert / "ckpt/last.ckpt")
+    # one W&B run for the run dir: the resumed job logged into the same run id
+    ids = {p.name.rsplit("-", 1)[1] for p in (expert / "wandb").glob("offline-run-*")}
+    assert len(list((expert / "wandb").glob("offline-run-*"))) == 2 and ids == {(expert / "wandb-run-id").read_text().strip()}
 
 
 def test_several_minibatches_make_the_clip_act_and_the_run_still_resumes_and_ends(sft_xs, rl_tasks, sim, tmp_path):

@@ -158,12 +158,28 @@ def test_a_missing_teacher_names_the_runs_of_its_group_path(tmp_path):
     made.mkdir(parents=True)
     (made / "config.json").write_text("{}")
     teachers = [Teacher("stage1", str(made)), Teacher("stage2", str(tmp_path / "rl/dapo/stage2/hf"))]
-    with pytest.raises(ValueError, match=r"teacher stage2: .* pass teacher_pool.teachers.1.checkpoint=<an existing"):
+    with pytest.raises(ValueError, match=r"1 of 2 teachers have no checkpoint: stage2 \(.* pass "
+                                         r"teacher_pool.teachers.1.checkpoint=<an existing"):
         check_teachers(teachers)
     teachers[1] = Teacher("stage1", str(tmp_path / "rl/dapo/stage1/hf"))
     with pytest.raises(ValueError, match=r"holds stage1-0123abcd \(made with other settings\); pass "
                                          r"teacher_pool.teachers.1.checkpoint=.*stage1-0123abcd/hf to use one"):
         check_teachers(teachers)
+
+
+def test_every_missing_teacher_is_named_in_one_error_with_its_fix(tmp_path):
+    from chorus.config_schema import Teacher
+    from chorus.opd.teachers import check_teachers
+
+    teachers = [Teacher(f"stage{i}", str(tmp_path / f"rl/dapo/stage{i}/hf")) for i in range(3)]
+    with pytest.raises(ValueError) as err:
+        check_teachers(teachers)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("3 of 3 teachers have no checkpoint: stage0 (")
+    for i in range(3):
+        assert f"`python -m chorus.train job=rl sft_stage=stage{i}`" in message
+        assert f"teacher_pool.teachers.{i}.checkpoint=<an existing model>" in message
+    assert "teacher_pool.from_runs=<its runs dir>" in message
 
 
 def test_a_missing_stage_names_the_runs_of_its_group_path(tmp_path):

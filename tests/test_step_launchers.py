@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -196,3 +197,26 @@ def test_a_job_that_cannot_start_its_step_names_why(tmp_path):
     end = handle.ended()
     assert end.code is None and "failed: FileNotFoundError: " in end.why and "no/x.log" in end.why
     assert end.why.endswith(f"its logs: {tmp_path / 'submitit'}")
+
+
+@pytest.mark.parametrize("code, status", [(0, "failed (exit 0 without its results)"), (143, "preempted (SIGTERM)"),
+                                          (130, "preempted (SIGINT)"), (-9, "preempted (SIGKILL)")])
+def test_a_step_is_done_only_with_its_results_and_a_signalled_one_is_preempted(code, status, tmp_path):
+    runs, work = tmp_path / "runs", tmp_path / "work"
+    step = stub("rl", runs, **({"exit": code} if code >= 0 else {"sleep": 30, "pidfile": tmp_path / "pid"}))
+    if code < 0:  # killed from outside while it runs
+        threading.Thread(target=_kill_when_started, args=(tmp_path / "pid", -code), daemon=True).start()
+    with pytest.raises(StepFailed) as err:
+        run_steps([step, stub("later", runs, after=["rl"])], work, env=ENV, poll_s=0.1)
+    assert str(err.value).startswith(f"step rl {status}: ")
+    if status.startswith("preempted"):
+        assert "it resumes from its last checkpoint" in str(err.value)
+    assert not step.done() and not (runs / "later").exists()
+
+
+def _kill_when_started(pidfile: Path, signum: int) -> None:
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text():
+            os.kill(int(pidfile.read_text()), signum)
+            return
+        time.sleep(0.05)

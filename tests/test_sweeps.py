@@ -81,3 +81,12 @@ def test_a_misspelt_key_and_a_bad_command_fail(tmp_path):
     sweep["command"] = ["python", "chorus/train.py", "${args}"]
     (tmp_path / "cmd.yaml").write_text(yaml.safe_dump(sweep))
     assert "command must be" in check_sweep(tmp_path / "cmd.yaml")[0]
+
+
+def test_a_sweep_optimising_a_training_metric_is_refused(tmp_path):
+    sweep = yaml.safe_load((SWEEPS[0].parent / "opd.yaml").read_text())
+    for bad in ("pass_rate", "train/reward_mean"):
+        sweep["metric"]["name"] = bad
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
+        (problem,) = check_sweep(tmp_path / "s.yaml")
+        assert f"metric.name={bad!r} is not a held-out result" in problem

@@ -9,7 +9,7 @@ import pytest
 from run_fixtures import PASSES, rows_for, write_fixture_runs
 
 from chorus.tracking.run_dir import write_run
-from chorus.tracking.runs import NoRunsError, find_run_dirs, load_runs, load_wandb_runs
+from chorus.tracking.runs import NoRunsError, find_run_dirs, load_runs, load_wandb_runs, wandb_filters
 from chorus.tracking.wandb_mirror import per_task_frame, resolve_mode
 
 
@@ -115,3 +115,29 @@ def test_wandb_reader_gives_the_columns_of_the_local_reader(tmp_path):
     cols = [c for c in local.table.columns if c != "path"]
     pd.testing.assert_frame_equal(remote.table[cols].reset_index(drop=True), local.table[cols].reset_index(drop=True),
                                   check_dtype=False)
+
+
+def test_wandb_runs_are_filtered_and_several_setups_are_not_pooled_unless_asked(tmp_path):
+    import wandb
+
+    assert wandb_filters("runs/pipeline/staged/seed0", ["job=rl", "model=tiny-xs"], "rl", {"rl.steps": 40}) == {
+        "$and": [{"group": "runs/pipeline/staged/seed0"}, {"tags": {"$in": ["job=rl"]}},
+                 {"tags": {"$in": ["model=tiny-xs"]}}, {"jobType": "rl"}, {"config.rl.steps": 40}]}
+    assert wandb_filters() == {}
+    root = write_fixture_runs(tmp_path, {k: PASSES[k] for k in ("rl/dapo/stage1", "rl/dapo/stage2")})
+    logged = []
+    for i, (label, group) in enumerate((("rl/dapo/stage1", "seed0"), ("rl/dapo/stage2", "seed1"))):
+        table = wandb.Table(dataframe=per_task_frame(root / label))
+        artifact = SimpleNamespace(type="run_table", name="run-x-per_task:v0", get=lambda name, t=table: t)
+        summary = json.loads((root / label / "summary.json").read_text())
+        logged.append(SimpleNamespace(path=["me", "chorus", f"r{i}"], name=label, summary=summary, group=group,
+                                      logged_artifacts=lambda a=artifact: [a]))
+    asked = []
+    api = SimpleNamespace(runs=lambda project, filters=None: asked.append(filters) or logged)
+    with pytest.raises(ValueError, match=r"come from 2 groups \(seed0, seed1\), i.e. different setups; pick one "
+                                         r"with wandb_filter.group=<group>, or pool them with wandb_filter.mixed=true"):
+        load_wandb_runs("me/chorus", api=api)
+    assert len(load_wandb_runs("me/chorus", api=api, mixed=True).runs) == 2
+    one = load_wandb_runs("me/chorus", {"$and": [{"group": "seed0"}]},
+                          api=SimpleNamespace(runs=lambda project, filters=None: asked.append(filters) or logged[:1]))
+    assert one.runs["run"].tolist() == ["dapo/stage1"] and asked[-1] == {"$and": [{"group": "seed0"}]}

@@ -21,12 +21,17 @@ from ..tracking.run_dir import PARQUET, TABLE, kept_answers, read_table
 
 
 def check_teachers(teachers: list[Teacher]) -> None:
+    """Refuse a pool that cannot run, naming every teacher without a checkpoint in one line (and
+    the fix for each), so a fresh clone learns all it must train at once."""
     if not teachers:
         raise ValueError("the teacher pool is empty; pick teacher_pool=three_experts|two_experts|single")
-    for i, t in enumerate(teachers):
-        if not (Path(t.checkpoint) / "config.json").exists():
-            raise ValueError(f"teacher {t.name}: no checkpoint at {t.checkpoint}; "
-                             + _variants(Path(t.checkpoint), i, t.name))
+    missing = [f"{t.name} ({t.checkpoint}: {_variants(Path(t.checkpoint), i, t.name)})"
+               for i, t in enumerate(teachers) if not (Path(t.checkpoint) / "config.json").exists()]
+    if missing:
+        raise ValueError(f"{len(missing)} of {len(teachers)} teachers have no checkpoint: {'; '.join(missing)}. "
+                         "Train them all with `python -m chorus.pipeline`, or point the pool at a pipeline's "
+                         "experts with teacher_pool.from_runs=<its runs dir>")
+    for t in teachers:
         if t.source not in list(TeacherSource):
             raise ValueError(f"teacher {t.name}: unknown reward source {t.source!r}; use online or table")
         if t.source == "table" and not _table_path(t.rewards):
@@ -41,8 +46,42 @@ def _variants(checkpoint: Path, index: int, name: str) -> str:
     if found:
         return (f"{checkpoint.parent.parent} holds {', '.join(p.name for p in found[:3])} (made with other "
                 f"settings); pass teacher_pool.teachers.{index}.checkpoint={found[0] / 'hf'} to use one")
-    return (f"produce it with `python -m chorus.train job=rl sft_stage={name}` (with the settings you "
-            f"want), or pass teacher_pool.teachers.{index}.checkpoint=<an existing model>")
+    return (f"train it with `python -m chorus.train job=rl sft_stage={name}`, or pass "
+            f"teacher_pool.teachers.{index}.checkpoint=<an existing model>")
+
+
+def pool_from_runs(teachers: list[dict], base: str | None, runs_dir: str, from_runs: str) -> tuple[list[dict], str | None]:
+    """A pool's teachers and base found in another runs dir (a pipeline's): each checkpoint under
+    runs_dir is looked up at the same group path under `from_runs`, plain or made with other settings
+    (<dir>-<tag or hash>, as a pipeline's steps are). Exactly one run must match each; paths outside
+    runs_dir are kept as given."""
+    root, other = Path(runs_dir), Path(from_runs)
+    if not other.is_dir():
+        raise ValueError(f"teacher_pool.from_runs={from_runs} is not a folder; give the runs dir of a pipeline "
+                         "(e.g. runs/pipeline/staged/seed0)")
+
+    def find(checkpoint: str | None, what: str) -> str | None:
+        if not checkpoint:
+            return checkpoint
+        try:
+            rel = Path(checkpoint).relative_to(root)
+        except ValueError:
+            return checkpoint
+        if rel.name != "hf" or len(rel.parts) < 2:
+            return str(other / rel)
+        group = other / rel.parent
+        found = sorted(p.parent for p in [group / "hf", *group.parent.glob(f"{group.name}-*/hf")]
+                       if (p / "config.json").exists())
+        if not found and what == "teacher_pool.base":
+            return None  # only task-vector merges read a base; they say so when it is missing
+        if len(found) != 1:
+            held = ", ".join(str(p) for p in found) if found else "none"
+            raise ValueError(f"teacher_pool.from_runs={from_runs}: {what} needs exactly one run at {group}[-*] "
+                             f"with hf/, found {held}; pass its checkpoint= instead")
+        return str(found[0] / "hf")
+
+    resolved = [{**t, "checkpoint": find(t["checkpoint"], f"teacher {t['name']}")} for t in teachers]
+    return resolved, find(base, "teacher_pool.base")
 
 
 # What `reward()` reads from each row of an evaluation's per-task table (chorus.scoring.result_row).

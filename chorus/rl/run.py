@@ -29,6 +29,7 @@ from ..tracking.timing import add_seconds, rounded
 from ..tracking.summary import summarize
 from .algos import RLAlgo
 from .module import Hooks, RLModule
+from .preemption import StopOnSignal
 from .rollouts import RolloutSpec, collect
 from .task_sampler import TaskSampler
 
@@ -313,11 +314,13 @@ def use_gradient_checkpointing(model, trainer: TrainerConf) -> bool:
 
 
 def _lightning(rl: RLConf, trainer: TrainerConf, out: Path, ckpt_dir: Path) -> L.Trainer:
-    """The Lightning trainer of a run: rl.steps optimizer steps, a resumable checkpoint every rl.save_every."""
+    """The Lightning trainer of a run: rl.steps optimizer steps, a resumable checkpoint every rl.save_every
+    and at a SIGTERM or SIGINT, which then stops the run (preemption.Preempted)."""
     checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl.save_every,
                                                         save_last=True, save_top_k=0)
     return L.Trainer(max_steps=rl.steps, accelerator=trainer.accelerator, devices=trainer.devices,
                      num_nodes=trainer.num_nodes, strategy=trainer.strategy, precision=trainer.precision,
-                     logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"), callbacks=[checkpointing],
+                     logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"),
+                     callbacks=[StopOnSignal(ckpt_dir / "last.ckpt"), checkpointing],
                      enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
                      limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)

@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 
 from ..config_schema import TrainerConf
 from ..policy.models import export_merged, load_model
+from ..rl.preemption import StopOnSignal
 from ..rl.run import use_gradient_checkpointing
 from .data import Example
 from .dataset import Collator, encode
@@ -50,8 +51,10 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
 
 def sft_trainer(trainer: TrainerConf, steps: int, grad_clip: float, out_dir: str | Path) -> L.Trainer:
     """SFT's Lightning trainer on the job's `trainer` settings (conf/trainer: cpu, gpu, ddp, fsdp). The
-    model keeps fp32 master weights; `trainer.precision` (bf16-mixed on GPUs) sets the compute."""
+    model keeps fp32 master weights; `trainer.precision` (bf16-mixed on GPUs) sets the compute. A SIGTERM
+    or SIGINT stops it after the step under way (preemption.Preempted; a stage starts again when re-run)."""
     return L.Trainer(max_steps=steps, accelerator=trainer.accelerator, devices=trainer.devices,
                      num_nodes=trainer.num_nodes, strategy=trainer.strategy, precision=trainer.precision,
                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                     enable_model_summary=False, gradient_clip_val=grad_clip, default_root_dir=str(out_dir))
+                     enable_model_summary=False, gradient_clip_val=grad_clip, default_root_dir=str(out_dir),
+                     callbacks=[StopOnSignal()])

@@ -117,6 +117,13 @@ def check_reuse(out: Path, record: dict) -> None:
                          f"{'; ...' if len(diff) > 3 else ''}); move it away, or set run_tag= or another runs_dir")
 
 
+def has_results(out: Path, job: str | None) -> bool:
+    """Whether a run dir holds a finished run: every chorus job ends by writing summary.json; an SFT
+    stage made with sft_stage.evaluate=false before it wrote one ended with its stage.json."""
+    out = Path(out)
+    return (out / "summary.json").exists() or (job == "sft" and (out / "stage.json").exists())
+
+
 def write_record(out: Path, record: dict) -> None:
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / RUN_RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n")

@@ -1,6 +1,8 @@
 """What a run dir records about the run itself: its metadata and the composed Hydra config."""
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,6 +32,24 @@ def model_name(model: dict) -> str:
     if model.get("name") == "tiny":
         return f"tiny-{model.get('size')}"
     return str(model.get("name"))
+
+
+def checkpoint_model(checkpoint: str | Path | None) -> str | None:
+    """The base model a checkpoint descends from: what the chorus run that made it recorded
+    (summary.json or stage.json beside its hf/), tiny-<size> for a tiny model chorus built; None
+    when neither says (a hub model or a checkpoint from elsewhere: the config's name stands)."""
+    if not checkpoint:
+        return None
+    path = Path(checkpoint)
+    for record in ("summary.json", "stage.json"):
+        try:
+            model = json.loads((path.parent / record).read_text()).get("model")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if model:
+            return str(model)
+    tiny = re.match(r"^(tiny-[a-z0-9]+)-seed\d+", path.name)
+    return tiny.group(1) if tiny else None
 
 
 def run_metadata(job: str, model: str | None, seed: int | None, sft_stage: str | None = None,

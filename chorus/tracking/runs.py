@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -27,6 +28,17 @@ class RunSet:
     table: pd.DataFrame  # run, task_id, sample, status, overall, coverage, passed, ... + run metadata
     runs: pd.DataFrame  # one row per loaded run: run, path, metadata, n_tasks, n_samples
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (run path, why it was skipped)
+
+
+def runs_from_env(default: str = "runs") -> str:
+    """Where a notebook reads runs: $CHORUS_RUNS (else `default`), a relative path taken from where
+    the user launched Jupyter. The kernel starts in the notebook's own folder (analysis/), so the
+    launch dir comes from $PWD, which the launching shell set and the kernel inherits."""
+    pattern = os.environ.get("CHORUS_RUNS", default)
+    if os.path.isabs(pattern):
+        return pattern
+    launched = os.environ.get("PWD")
+    return os.path.join(launched if launched and os.path.isdir(launched) else os.getcwd(), pattern)
 
 
 def is_run_dir(path: Path) -> bool:
@@ -160,18 +172,33 @@ def wandb_per_task(run) -> pd.DataFrame | None:
     return None
 
 
-def load_wandb_runs(project: str, filters: dict | None = None, api=None) -> RunSet:
-    """Runs of a W&B project ("entity/project") logged by chorus, in the columns load_runs gives."""
+def wandb_filters(group: str | None = None, tags=(), job_type: str | None = None, config: dict | None = None) -> dict:
+    """The W&B API's query for runs of `group` carrying every tag in `tags`, of `job_type`, with the
+    given config values ({"rl.steps": 40}: chorus logs its composed config, nested)."""
+    terms = ([{"group": group}] if group else []) + [{"tags": {"$in": [t]}} for t in tags] + \
+        ([{"jobType": job_type}] if job_type else []) + [{f"config.{k}": v} for k, v in (config or {}).items()]
+    return {"$and": terms} if terms else {}
+
+
+def load_wandb_runs(project: str, filters: dict | None = None, api=None, mixed: bool = False) -> RunSet:
+    """Runs of a W&B project ("entity/project") logged by chorus, in the columns load_runs gives.
+    Runs of several groups (different pipelines: presets, seeds, setups) are refused unless `mixed`."""
     if api is None:
         import wandb
 
         api = wandb.Api()
-    loaded, skipped = [], []
-    for run in api.runs(project, filters=filters):
+    loaded, skipped, groups = [], [], set()
+    for run in api.runs(project, filters=filters or None):
         meta = {k: run.summary.get(k) for k in META_KEYS}
         rows = wandb_per_task(run)
         if rows is None or rows.empty:
             skipped.append(("/".join(run.path), "no per_task table logged"))
             continue
+        groups.add(getattr(run, "group", None))
         loaded.append(("/".join(run.path), run_label(meta, PurePath(run.name)), meta, rows))
+    if len(groups) > 1 and not mixed:
+        named = ", ".join(sorted(str(g) for g in groups)[:4]) + (", ..." if len(groups) > 4 else "")
+        raise ValueError(f"the runs of W&B project {project!r} come from {len(groups)} groups ({named}), i.e. "
+                         "different setups; pick one with wandb_filter.group=<group>, or pool them with "
+                         "wandb_filter.mixed=true")
     return _assemble(loaded, skipped, f"W&B project {project!r}")

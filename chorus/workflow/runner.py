@@ -5,13 +5,15 @@ Each step logs to <logs>/<name>.log; progress comes from the step's progress.jso
 error from the error.txt its job leaves in its Hydra dir (the log is only read for crashes). A step
 whose results were made with its planned settings is skipped, keeping the time it took when it ran;
 a step whose dir holds results made with other settings stops the run before anything starts.
-When a step fails the runner starts nothing new, lets running steps finish (their results stay
+A step is done only when it exits 0 with its results (Step.done); one stopped by a signal is
+"preempted" and resumes from its checkpoint on a re-run. When a step fails the runner starts nothing new, lets running steps finish (their results stay
 valid for a re-run) and reports the failure in one line. <work_dir>/steps.json is rewritten at
 every change of status."""
 from __future__ import annotations
 
 import json
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -63,10 +65,17 @@ def _check_stale(steps: list[Step]) -> None:
                              "or use another runs_dir")
 
 
-def _status(end: Ended) -> str:
+def _status(end: Ended, step: Step) -> str:
+    """A step is done when it exited 0 and left its results; a signal's exit (128 + n: a job
+    stopped at a step's end with its checkpoint, or -n: killed) is a pre-emption, resumed by a re-run."""
     if end.code is None:
         return "failed (no exit status)"
-    return "done" if end.code == 0 else f"failed (exit {end.code})"
+    if end.code == 0:
+        return "done" if step.done() else "failed (exit 0 without its results)"
+    signum = end.code - 128 if end.code > 128 else -end.code
+    if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
+        return f"preempted ({signal.Signals(signum).name})"
+    return f"failed (exit {end.code})"
 
 
 def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None = None,
@@ -131,8 +140,8 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                         continue
                     del running[name]
                     rec["seconds"] = round(time.time() - start, 1)
-                    rec["status"] = _status(end)
-                    if end.code != 0:
+                    rec["status"] = _status(end, by_name[name])
+                    if rec["status"] != "done":
                         failed.append(name)
                         why[name] = end.why
                     progress.update(bars[name], description=f"{name}: {rec['status']}", completed=1)
@@ -160,8 +169,10 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
     if failed:
         rec = records[failed[0]]
         line = why[failed[0]] or _error_line(Path(rec["log"]), by_name[failed[0]].hydra_dir(hydra))
-        raise StepFailed(f"step {failed[0]} {rec['status']}: {line} (log: {rec['log']}); "
-                         "fix it and re-run the same command: finished steps are kept")
+        again = ("re-run the same command: it resumes from its last checkpoint" if rec["status"].startswith("preempted")
+                 else "fix it and re-run the same command")
+        raise StepFailed(f"step {failed[0]} {rec['status']}: {line} (log: {rec['log']}); {again}: finished steps "
+                         "are kept")
     blocked = [n for n, r in records.items() if r["status"] == "pending"]
     if blocked:
         raise StepFailed(f"steps {blocked} never became ready; check their `after` lists")

@@ -5,7 +5,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tracking.identity import RUN_RECORD, differences, read_record
+from ..tracking.identity import RUN_RECORD, differences, has_results, read_record
 
 
 @dataclass
@@ -27,10 +27,7 @@ class Step:
     def state(self) -> tuple[str, list[str]]:
         """("done", []) when the run dir holds results made with exactly the planned settings;
         ("stale", differences) when it holds results made with others; ("todo", []) otherwise."""
-        # every chorus job ends by writing summary.json; an SFT stage made with sft_stage.evaluate=false
-        # before it wrote one ended with its stage.json
-        if not ((self.run_dir / "summary.json").exists() or (
-                (self.identity or {}).get("job") == "sft" and (self.run_dir / "stage.json").exists())):
+        if not has_results(self.run_dir, (self.identity or {}).get("job")):
             return "todo", []
         if self.identity is None:
             return "done", []
