@@ -219,7 +219,7 @@ def test_the_prebuilt_driver_is_linked_only_into_models_it_was_compiled_for(coun
         results.append(simulate(counter_task, tb, cfg))
         # make's dependency file exists only where the compiler ran on the driver
         drivers += [(o.read_bytes(), o.with_suffix(".d").exists())
-                    for o in (tmp_path / str(i)).glob("chorus-sim-*/obj/chorus_main.o")]
+                    for o in (tmp_path / str(i)).glob("chorus-kept-sim-*/obj/chorus_main.o")]
     assert [r.status for r in results] == ["ok", "ok"] and len(drivers) == 2
     assert results[0].report.to_dict() == results[1].report.to_dict()
     assert drivers[0] == ((kit.dir / MAIN_OBJECT).read_bytes(), False)  # linked as prebuilt

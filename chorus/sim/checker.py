@@ -10,7 +10,7 @@ the sample is charged with a one-line reason naming the setting, and only the ch
 
 - `review`: the pyslang part of simulate.checked_testbench (raw-text refusals, parse, the checks,
   top modules, $stop rewritten).
-- `judge_tree`: Verilator's tree read (json_tree: no nesting limit) and judged (verilator_ast.judge),
+- `judge_tree`: Verilator's tree read (json_tree: no nesting limit) and judged (tree_verdict.judge),
   with the signatures of the DUT's instances (dut_parameters) for the parameter check.
 
 Answers come back as JSON, never pickle: a child that a parser bug let the testbench take over
@@ -126,9 +126,9 @@ def review(payload: dict) -> dict:
 
 
 def judge_tree(payload: dict) -> dict:
-    """Verilator's tree read and judged: {"status", "reason"} (verilator_ast.AstVerdict's fields)."""
+    """Verilator's tree read and judged: {"status", "reason"} (tree_verdict.AstVerdict's fields)."""
     from . import json_tree
-    from .verilator_ast import judge
+    from .tree_verdict import judge
 
     try:
         tree = json_tree.loads(Path(payload["tree"]).read_text(encoding="utf-8", errors="replace"))
@@ -156,7 +156,7 @@ def _vm_bytes() -> int:
 
 def main(argv: list[str]) -> int:
     kind, src, dst, mem_mb = argv
-    from . import safety, svlex, verilator_ast  # noqa: F401 - start-up, before the budget starts
+    from . import safety, svlex, tree_verdict  # noqa: F401 - start-up, before the budget starts
 
     limit = _vm_bytes() + (int(mem_mb) << 20)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

@@ -198,7 +198,7 @@ def dut_instance_names(tree, design_units: set[str]) -> set[str]:
 
 def check_dut_writes(tree, design_modules: set[str]) -> None:
     """Raise Unsafe when the testbench writes through a hierarchical name into a DUT instance
-    (an instance of a design module). The fast, well-worded first pass: verilator_ast.judge
+    (an instance of a design module). The fast, well-worded first pass: tree_verdict.judge
     decides the routes a name alone does not show."""
     duts = dut_instance_names(tree, design_modules)
     if not duts:

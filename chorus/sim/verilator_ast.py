@@ -16,7 +16,6 @@ parses exactly what it will compile (`--json-only`, jailed) and chorus walks tha
 """
 from __future__ import annotations
 
-import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,19 +24,11 @@ from . import checker
 from .build import build_jail, define_args, verilator_errors
 from .config import SimConfig
 from .process import run_limited
-from .dut_boundary import breach
 from . import json_tree
 from .dut_parameters import override_problem
 from .toolchain import WARNING_FLAGS, Toolchain
-from .verilator_tree import walk
+from .tree_verdict import AstVerdict
 
-
-
-@dataclass
-class AstVerdict:
-    status: str = "ok"  # ok | rejected | task_error | compile_error | over_budget | setup
-    reason: str = ""
-    log: str = ""
 
 
 def json_only_command(tc: Toolchain, cfg: SimConfig, ast_dir: Path, top: str, defines: dict[str, str],
@@ -131,39 +122,3 @@ def _as_specified(verdict: AstVerdict, duts: list | None, dut: DutSpec | None) -
 def _tuples(x):
     """A signature back from JSON: lists to tuples, so it compares equal to one computed here."""
     return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
-
-
-def judge(tree: dict, files: dict, design_units: set[str], trusted_rtl: bool,
-          allow_dut_writes: bool = False, std_file: str | None = None) -> AstVerdict:
-    """Walk the tree once (verilator_tree.walk), then decide (testbench code: scope not a design unit):
-
-    - host code anywhere but in Verilator's own `std` package (its mailbox, semaphore and process
-      use $c; the testbench cannot add code there: a second `std` package does not elaborate);
-    - instance and block names with a dot, bracket or space, which would read as extra hierarchy
-      levels in coverage paths (`\\uut.pad ` would put its instances under the DUT);
-    - and, unless simulator.allow_dut_writes, anything that reaches the DUT other than through its
-      ports (dut_boundary.breach). Reads of DUT internals stay allowed (white-box checks)."""
-    seen = walk(tree, files, std_file)
-    for scope, what, where in seen.host:
-        if scope in design_units:
-            if not trusted_rtl:
-                return AstVerdict("task_error", f"uses {what} ({where})")
-        else:
-            return AstVerdict("rejected", f"{where}: {what} is not allowed (host code; found in Verilator's own "
-                              "parse of the testbench)")
-    for scope, name, _, where in seen.cells:
-        if scope not in design_units and any(c in name for c in ".[] "):
-            return AstVerdict("rejected", f"{where}: instance name {name!r} would be read as a hierarchy path; "
-                              "use a plain identifier")
-    for scope, name, where in seen.blocks:
-        if scope not in design_units and any(c in _BLOCK_INDEX.sub("", name) for c in ".[] "):
-            return AstVerdict("rejected", f"{where}: block name {name!r} would be read as a hierarchy path; "
-                              "use a plain identifier")
-    if allow_dut_writes:
-        return AstVerdict()
-    why = breach(seen, design_units)
-    return AstVerdict("rejected", f"{why}; drive the DUT through its ports instead (reading internals is fine; "
-                      "simulator.allow_dut_writes=true permits it)") if why else AstVerdict()
-
-
-_BLOCK_INDEX = re.compile(r"(\[\d+\])+$")  # Verilator names a generate loop's blocks blk[0], blk[1], ...

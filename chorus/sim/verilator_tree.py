@@ -1,7 +1,7 @@
 """One walk over Verilator's own parse tree (`--json-only`): the facts the safety verdicts read.
 
 Verilator has linked every reference to what it names (a variable, a subroutine, an interface
-instance), so these facts hold however the source spelt them. verilator_ast.judge decides host
+instance), so these facts hold however the source spelt them. tree_verdict.judge decides host
 code and names on them; dut_boundary.breach decides the DUT's boundary.
 """
 from __future__ import annotations
