@@ -166,6 +166,20 @@ def default_config(job: str, c: dict) -> dict:
                                                              *(f"{g}={c[g]['name']}" for g in groups[job])]))
 
 
+def resolve_pool(job: str, cfg: DictConfig, c: dict) -> dict:
+    """With teacher_pool.from_runs, the pool's checkpoints as found there, set in `cfg` (and returned
+    as the plain config): before the run's identity, which names them."""
+    pool = c["teacher_pool"]
+    if job != "consolidation" or not pool["from_runs"]:
+        return c
+    from .opd.teachers import pool_from_runs
+
+    teachers, cfg.teacher_pool.base = pool_from_runs(pool["teachers"], pool["base"], c["runs_dir"], pool["from_runs"])
+    for node, found in zip(cfg.teacher_pool.teachers, teachers):
+        node.checkpoint = found["checkpoint"]
+    return container(cfg)
+
+
 def job_run_dir(c: dict, job: str) -> tuple[Path, dict]:
     """Where `job` writes under the composed config `c`, and the identity record it leaves there:
     <runs_dir>/sft/<stage>, rl/<algo>/<stage>, consolidation/<method>/<pool>, each with -<run_tag> and
@@ -252,15 +266,7 @@ def main(cfg: DictConfig) -> None:
         if job not in JOBS:
             raise ValueError(f"unknown job {job!r}; choose one of {list(JOBS)}")
         check_settings(job, job_label(job, c), c, cfg, overrides)
-        if job == "consolidation" and c["teacher_pool"]["from_runs"]:  # before the identity: it names them
-            from .opd.teachers import pool_from_runs
-
-            pool = c["teacher_pool"]
-            teachers, cfg.teacher_pool.base = pool_from_runs(pool["teachers"], pool["base"], c["runs_dir"],
-                                                             pool["from_runs"])
-            for node, found in zip(cfg.teacher_pool.teachers, teachers):
-                node.checkpoint = found["checkpoint"]
-            c = container(cfg)
+        c = resolve_pool(job, cfg, c)
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
         if (text := memory_plan(job, c, conf)) and primary:
             print(text, file=sys.stderr if not conf.plan_only else sys.stdout)

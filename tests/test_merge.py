@@ -1,7 +1,10 @@
 """Merges on hand-computed tensors, and streaming merges of real (tiny) checkpoints."""
 import json
+import os
 import re
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -315,6 +318,35 @@ def test_a_soup_over_a_pipelines_experts_in_hashed_dirs_via_from_runs(experts, t
                f"runs_dir={runs}", "logger=none", *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h2'}")
     assert p.returncode == 2 and "teacher stage1 needs exactly one run at" in p.stderr
     assert "stage1-0123abcd, " in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+def test_a_local_merge_sweep_over_a_pipelines_experts_includes_soup(experts, tiny_xs, tmp_path):
+    """chorus.sweep runs a W&B sweep file offline (no account): soup and TIES over the experts a
+    pipeline left in hashed dirs (teacher_pool.from_runs), best first by the sweep's eval/ metric."""
+    import sys
+
+    import yaml
+
+    pipeline = tmp_path / "pipeline"
+    shutil.copytree(tiny_xs, pipeline / "sft/stage0-0123abcd/hf")
+    for stage, path in zip(("stage1", "stage2"), experts):
+        shutil.copytree(path, pipeline / f"rl/dapo/{stage}-0123abcd/hf")
+    sweep = yaml.safe_load((Path(__file__).resolve().parent.parent / "sweeps/merge_methods.yaml").read_text())
+    sweep["parameters"] = {"experiment": {"values": ["merge/soup", "merge/ties_d0.5"]}}
+    sweep["command"] = [c if c != "teacher_pool=three_experts" else "teacher_pool=two_experts" for c in sweep["command"]]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
+    runs = tmp_path / "runs"
+    p = subprocess.run([sys.executable, "-m", "chorus.sweep", str(tmp_path / "s.yaml"), f"teacher_pool.from_runs={pipeline}",
+                        f"runs_dir={runs}", "logger=none", *SMALL_EVAL], capture_output=True, text=True, timeout=900,
+                       env={k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    soup, ties = (next((runs / f"consolidation/{m}").glob("two_experts-local-*")) for m in ("soup", "ties"))
+    assert json.loads((ties / "hf/merge.json").read_text())["base"] == str(pipeline / "sft/stage0-0123abcd/hf")
+    rates = {d: json.loads((d / "summary.json").read_text())["pass_rate"] for d in (soup, ties)}
+    shown = [line.split() for line in p.stdout.strip().splitlines()]
+    assert [(float(m.split("=")[1]), s, d) for m, s, d in shown] == sorted(
+        [(rates[d], "done", str(d)) for d in (soup, ties)], key=lambda r: -r[0])
 
 
 @pytest.mark.parametrize("overrides, message", [
