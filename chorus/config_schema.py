@@ -190,6 +190,11 @@ class TrainerConf:
     # completion positions whose vocabulary-wide logits exist at once in an update (rl/logprobs.py): at
     # a 151,936-token vocabulary each position is 0.6 MB in fp32
     logit_chunk: int = 1024
+    # any other argument of Lightning's Trainer (+trainer.extra.accumulate_grad_batches=4), checked against
+    # its signature; those chorus sets itself are refused with the setting that owns them (trainer_setup)
+    extra: Dict[str, Any] = field(default_factory=dict)
+    # Lightning callbacks, each {_target_: module.Class, <argument>: <value>}, after chorus's own
+    callbacks: List[Any] = field(default_factory=list)
 
 
 @dataclass(unsafe_hash=True)  # hashable: it is a default argument and field value (rl/rewards, rl/rollouts);
@@ -452,6 +457,9 @@ class TrainConf:
     # and refuse a plan that exceeds the device
     plan_only: bool = False
     plan_device_gib: Optional[float] = None  # the device the plan is for; null: the job's CUDA device
+    # RL and OPD: a Lightning checkpoint to start from (its step, optimizer state and data position);
+    # the run dir's own last.ckpt still wins when it has one (rl.resume)
+    ckpt_path: Optional[str] = None
 
 
 @dataclass

@@ -99,7 +99,8 @@ def rl(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     settings = dataclasses.asdict(conf.rl_algo)
     algo = get_algo(settings.pop("name"), **settings)
     return train_rl(inputs["init"], algo, inputs["tasks"], inputs["eval_tasks"],
-                    reporting(ctx, mirror, "rl step", conf.rl.steps), rl=conf.rl, trainer=conf.trainer)
+                    reporting(ctx, mirror, "rl step", conf.rl.steps), rl=conf.rl, trainer=conf.trainer,
+                    ckpt_path=conf.ckpt_path)
 
 
 def consolidation_inputs(c: dict, conf: TrainConf) -> dict:
@@ -132,7 +133,8 @@ def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
         return merge_and_evaluate(cons, pool, inputs["eval_tasks"], conf.rl, ctx, trainer=conf.trainer)
     student = resolve_student(cons.student, inputs["teachers"], conf.runs_dir, ctx.out, cons.weights)
     return train_opd(student, pool, inputs["tasks"], inputs["eval_tasks"],
-                     reporting(ctx, mirror, "opd step", conf.rl.steps), opd=cons, rl=conf.rl, trainer=conf.trainer)
+                     reporting(ctx, mirror, "opd step", conf.rl.steps), opd=cons, rl=conf.rl, trainer=conf.trainer,
+                     ckpt_path=conf.ckpt_path)
 
 
 def job_dtype(job: str, conf: TrainConf) -> str:
@@ -164,6 +166,17 @@ def default_config(job: str, c: dict) -> dict:
     groups = {"sft": ["sft_stage"], "rl": ["sft_stage", "rl_algo"], "consolidation": ["consolidation", "teacher_pool"]}
     return container(compose(config_name="train", overrides=[f"job={job}", f"runs_dir={c['runs_dir']}",
                                                              *(f"{g}={c[g]['name']}" for g in groups[job])]))
+
+
+def check_lightning(conf: TrainConf) -> None:
+    """trainer.extra and trainer.callbacks against Lightning, and ckpt_path's file, before anything starts."""
+    if conf.trainer.extra or conf.trainer.callbacks:
+        from .trainer_setup import check_trainer
+
+        check_trainer(conf.trainer)
+    if conf.ckpt_path and not Path(conf.ckpt_path).is_file():
+        raise ValueError(f"ckpt_path={conf.ckpt_path} is not a file; give a Lightning checkpoint (e.g. "
+                         "<run dir>/ckpt/last.ckpt)")
 
 
 def resolve_pool(job: str, cfg: DictConfig, c: dict) -> dict:
@@ -230,7 +243,7 @@ def memory_plan(job: str, c: dict, conf: TrainConf) -> str | None:
     import torch
 
     from . import memory_plan as mp
-    from .rl.run import eval_device
+    from .trainer_setup import eval_device
     from .sft.stages import resolve_init, stage_init_checkpoint
 
     cuda = eval_device(conf.trainer).type == "cuda"
@@ -268,6 +281,7 @@ def main(cfg: DictConfig) -> None:
         check_settings(job, job_label(job, c), c, cfg, overrides)
         c = resolve_pool(job, cfg, c)
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
+        check_lightning(conf)
         if (text := memory_plan(job, c, conf)) and primary:
             print(text, file=sys.stderr if not conf.plan_only else sys.stdout)
         if conf.plan_only:

@@ -11,7 +11,8 @@ from chorus.policy import engines
 from chorus.policy.engines import HFEngine, generation_threads
 from chorus.rl import run as rl_run
 from chorus.rl.algos import get_algo
-from chorus.rl.run import eval_device, train_rl
+from chorus.rl.run import train_rl
+from chorus.trainer_setup import eval_device
 from chorus.sft import run as sft_run
 from helpers import context, rl_settings
 

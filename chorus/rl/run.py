@@ -17,7 +17,6 @@ from typing import Callable
 
 import lightning as L
 import torch
-from omegaconf import OmegaConf
 
 from ..config_schema import RLConf, TrainerConf
 from ..job_context import JobContext
@@ -30,6 +29,7 @@ from ..tracking.summary import summarize
 from .algos import RLAlgo
 from .module import Hooks, RLModule
 from .preemption import StopOnSignal
+from ..trainer_setup import build_trainer, eval_device, lightning_errors, use_gradient_checkpointing
 from .rollouts import RolloutSpec, collect
 from .task_sampler import TaskSampler
 
@@ -171,9 +171,11 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
 
 
 def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl: RLConf,
-             trainer: TrainerConf | None = None, objective: Objective = Objective()) -> dict:
+             trainer: TrainerConf | None = None, objective: Objective = Objective(),
+             ckpt_path: str | None = None) -> dict:
     """RL (or another on-policy objective) from `init` into ctx.out for rl.steps rollout iterations;
-    resumes from <run dir>/ckpt/last.ckpt if rl.resume. ctx.on_step also hears each step's scalars."""
+    resumes from <run dir>/ckpt/last.ckpt if rl.resume, else from the Lightning checkpoint `ckpt_path`
+    when given (its step, optimizer and data position). ctx.on_step also hears each step's scalars."""
     trainer = trainer or TrainerConf()
     check_run(algo, rl, trainer)
     out = ctx.out
@@ -252,12 +254,13 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
                                   logit_chunk=trainer.logit_chunk)
         last = ckpt_dir / "last.ckpt"
-        resume = str(last) if rl.resume and last.exists() else None
+        resume = str(last) if rl.resume and last.exists() else ckpt_path
         _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), _checkpoint_step(resume) if resume else 0)
         model.train()
         with warnings.catch_warnings():  # the post-update state is exactly what a resume needs
             warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
-            fit.fit(module, torch.utils.data.DataLoader(_Ticks(), batch_size=None), ckpt_path=resume)
+            with lightning_errors():
+                fit.fit(module, torch.utils.data.DataLoader(_Ticks(), batch_size=None), ckpt_path=resume)
         if fit.interrupted:
             raise KeyboardInterrupt
         if not fit.is_global_zero:
@@ -276,51 +279,11 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}
 
 
-def eval_device(trainer: TrainerConf, cuda_available: bool | None = None) -> torch.device:
-    """The device rank 0 trains on, where evaluations and teachers belong: the first CUDA device
-    `trainer.devices` names when the accelerator is a GPU (cuda, gpu, or auto with CUDA present),
-    else the CPU. Lightning moves the module back to the CPU at the end of fit; the final evaluation
-    moves the policy here again rather than generating on the CPU."""
-    accel = str(trainer.accelerator).lower()
-    if cuda_available is None:
-        cuda_available = torch.cuda.is_available()
-    if accel not in ("cuda", "gpu") and not (accel == "auto" and cuda_available):
-        return torch.device("cpu")
-    devices = trainer.devices
-    if isinstance(devices, str) and "," in devices:  # Lightning's "1,3" (or "2,") names device indices
-        devices = [int(d) for d in devices.split(",") if d.strip()]
-    if isinstance(devices, (list, tuple)) or OmegaConf.is_list(devices):
-        return torch.device("cuda", int(list(devices)[0]))
-    return torch.device("cuda", 0)  # a count (or "auto", -1) starts at device 0
-
-
-def use_gradient_checkpointing(model, trainer: TrainerConf) -> bool:
-    """Turn on activation checkpointing (non-reentrant: it works with frozen embeddings under LoRA and
-    with a detached old-policy pass) as trainer.gradient_checkpointing says; null: where the policy
-    trains on a GPU. transformers checkpoints only in train mode, so rollouts and evaluations are not
-    slowed. Returns whether it is on."""
-    on = trainer.gradient_checkpointing
-    if on is None:
-        on = eval_device(trainer).type == "cuda"
-    if on:
-        if not getattr(model, "supports_gradient_checkpointing", False):
-            raise ValueError(f"trainer.gradient_checkpointing=true, but {type(model).__name__} does not support it; "
-                             "set trainer.gradient_checkpointing=false")
-        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2 renamed it
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return bool(on)
-
-
 def _lightning(rl: RLConf, trainer: TrainerConf, out: Path, ckpt_dir: Path) -> L.Trainer:
     """The Lightning trainer of a run: rl.steps optimizer steps, a resumable checkpoint every rl.save_every
     and at a SIGTERM or SIGINT, which then stops the run (preemption.Preempted)."""
     checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl.save_every,
                                                         save_last=True, save_top_k=0)
-    return L.Trainer(max_steps=rl.steps, accelerator=trainer.accelerator, devices=trainer.devices,
-                     num_nodes=trainer.num_nodes, strategy=trainer.strategy, precision=trainer.precision,
-                     logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"),
-                     callbacks=[StopOnSignal(ckpt_dir / "last.ckpt"), checkpointing],
-                     enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
-                     limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)
+    return build_trainer(trainer, max_steps=rl.steps, logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"),
+                         callbacks=[StopOnSignal(ckpt_dir / "last.ckpt"), checkpointing], default_root_dir=str(out),
+                         limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)

@@ -123,7 +123,7 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     """Train (or, with stage.checkpoint, register) one stage from `init` into the run dir on `trainer`
     (default: the CPU). SFT keeps float32 master weights (ctx.dtype is not read; trainer.precision sets
     the compute); ctx.on_step hears each step's loss. Ranks other than 0 return {}."""
-    from ..rl.run import eval_device
+    from ..trainer_setup import eval_device
 
     trainer = trainer or TrainerConf()
     check_stage(stage.name)
