@@ -12,6 +12,7 @@ from chorus.policy.engines import HFEngine, generation_threads
 from chorus.rl import run as rl_run
 from chorus.rl.algos import get_algo
 from chorus.rl.run import train_rl
+from chorus import trainer_setup
 from chorus.trainer_setup import eval_device
 from chorus.sft import run as sft_run
 from helpers import context, rl_settings
@@ -57,7 +58,8 @@ def test_the_final_evaluation_runs_on_eval_device_after_teardown(sft_xs, rl_task
     """Lightning's teardown leaves the policy on the CPU; train_rl moves it to eval_device before evaluating
     (here a meta device stands in for the GPU)."""
     asked, evaluated_on = [], []
-    monkeypatch.setattr(rl_run, "eval_device", lambda trainer: asked.append(trainer) or torch.device("meta"))
+    for module in (rl_run, trainer_setup):  # train_rl's, and use_gradient_checkpointing's (trainer_setup)
+        monkeypatch.setattr(module, "eval_device", lambda trainer: asked.append(trainer) or torch.device("meta"))
 
     def fake_evaluate(engine, tok, tasks, rl, ctx, **kw):
         evaluated_on.append(next(engine.model.parameters()).device)
