@@ -209,6 +209,7 @@ def prepare(steps: list) -> None:
 @hydra.main(config_path=str(CONF_DIR), config_name="pipeline", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from .analysis.report import write_report
+    from .tracking.quiet import quiet_third_party
     from .train import container
     from .workflow.launchers import make_launcher
     from .workflow.runner import StepFailed, run_steps
@@ -218,6 +219,7 @@ def main(cfg: DictConfig) -> None:
     try:
         launcher = make_launcher(c["pipeline"]["launcher"], c["pipeline"]["submitit"])  # before the plan's minute
         steps = plan(c)
+        quiet_third_party()
         prepare(steps)
         records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])},
                             launcher=launcher)

@@ -36,6 +36,7 @@ from .stimulus.formats import get_format
 from .tasks import TaskFormatError
 from .tracking.identity import check_reuse, has_results, run_dir, write_record
 from .tracking.progress import Progress
+from .tracking.quiet import quiet_third_party
 from .tracking.record import checkpoint_model, copy_hydra_config, model_name, run_metadata, write_error
 from .tracking.wandb_mirror import open_mirror, wandb_group
 
@@ -271,6 +272,7 @@ def memory_plan(job: str, c: dict, conf: TrainConf) -> str | None:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    quiet_third_party()
     c = container(cfg)
     overrides = list(HydraConfig.get().overrides.task)
     primary = process_rank() == 0  # under DDP every rank runs this job; one writes the run's records

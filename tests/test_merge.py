@@ -271,6 +271,8 @@ def test_cli_merge_writes_an_evaluated_checkpoint(experts, tiny_xs, tmp_path):
     progress = [json.loads(line) for line in (where / "progress.jsonl").read_text().splitlines()]
     assert [(p["phase"], p["done"]) for p in progress if p["phase"] == "merge"] == [("merge", 0), ("merge", 1)]
     assert (progress[-1]["phase"], progress[-1]["done"], progress[-1]["total"]) == ("held-out evaluation", 1, 1)
+    for noise in ("GPU available", "litlogger", "LeafSpec", "Loading weights", "Writing model shards", "it/s]"):
+        assert noise not in p.stderr + p.stdout, noise  # third-party lines that say nothing (tracking/quiet.py)
     # the same command again: a finished run with these settings is a skip, never a second run in its dir
     stamps = {f: f.stat().st_mtime_ns for f in where.rglob("*") if f.is_file()}
     again = _train("consolidation=ties", "teacher_pool=two_experts", "consolidation.density=0.4", f"runs_dir={runs}",
