@@ -16,8 +16,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from .config_schema import CONF_DIR, register_configs
-from .job_settings import check_settings
+from .config.schema import CONF_DIR, register_configs
+from .config.job_settings import check_settings
 from .policy.static import STATIC_POLICIES
 from .scoring import score_completions
 from .sim.config import sim_config

@@ -20,7 +20,7 @@ import hydra
 from hydra import compose
 from omegaconf import DictConfig
 
-from .config_schema import CONF_DIR, register_configs
+from .config.schema import CONF_DIR, register_configs
 
 register_configs()
 STAGES = ("stage0", "stage1", "stage2")
@@ -32,7 +32,7 @@ def plan(c: dict) -> list:
     planned dir of the stage before it, an expert from its stage's, the consolidations from the
     experts', so a changed setting gives new dirs to its step and to every step downstream of it.
     The preset's and `extra` settings reach only the jobs that read them; one no job reads is refused."""
-    from .job_settings import is_used, override_key, unused_overrides, used_settings
+    from .config.job_settings import is_used, override_key, unused_overrides, used_settings
     from .train import auto_job, container, job_label, job_run_dir
     from .workflow.steps import Step
 

@@ -60,8 +60,8 @@ def run_dir_of(line: list[str]) -> Path:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from .config_schema import CONF_DIR, register_configs
-    from .job_settings import check_settings
+    from .config.schema import CONF_DIR, register_configs
+    from .config.job_settings import check_settings
     from .train import auto_job, container, job_label, job_run_dir, resolve_pool
 
     register_configs()

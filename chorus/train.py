@@ -27,9 +27,9 @@ from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from .config_schema import CONF_DIR, TrainConf, register_configs
-from .job_context import JobContext, Preempted, process_rank
-from .job_settings import MERGE_OPTIONS, check_settings
+from .config.schema import CONF_DIR, TrainConf, register_configs
+from .config.job_context import JobContext, Preempted, process_rank
+from .config.job_settings import MERGE_OPTIONS, check_settings
 from .sim.config import sim_config
 from .sim.executor import make_executor
 from .stimulus.formats import get_format

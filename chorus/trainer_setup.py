@@ -16,7 +16,7 @@ import torch
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import OmegaConf
 
-from .config_schema import TrainerConf
+from .config.schema import TrainerConf
 
 # Trainer arguments chorus sets: where each comes from instead
 OWNED = {"max_steps": "rl.steps (sft_stage.steps for SFT)", "max_epochs": "rl.steps (sft_stage.steps for SFT)",

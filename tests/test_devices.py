@@ -4,7 +4,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from chorus.config_schema import Teacher, TrainerConf
+from chorus.config.schema import Teacher, TrainerConf
 from chorus.opd import rollouts as opd_rollouts
 from chorus.opd.rollouts import TeacherModels
 from chorus.policy import engines
@@ -155,7 +155,7 @@ def test_checkpoint_evaluations_run_as_the_trainer_computes(sft_xs, eval_tasks, 
 
 
 def test_merges_are_evaluated_on_the_trainer(monkeypatch, tmp_path):
-    from chorus.config_schema import ConsolidationConf, TeacherPoolConf
+    from chorus.config.schema import ConsolidationConf, TeacherPoolConf
     from chorus.merge import run as merge_run
 
     seen = {}

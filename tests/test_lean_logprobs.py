@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
-from chorus.config_schema import TrainerConf
+from chorus.config.schema import TrainerConf
 from chorus.opd.losses import DIVERGENCES, chunked_divergence
 from chorus.rl.logprobs import forward_logprobs, split
 from chorus.rl.losses import clipped_pg_loss, k3_kl, sft_loss, token_logprobs

@@ -176,7 +176,7 @@ def test_a_merge_job_takes_normalize_from_the_config(normalize, tiny_xs, tmp_pat
     """consolidation.normalize reaches the streamed merge: real nested checkpoints, task arithmetic."""
     from omegaconf import OmegaConf
 
-    from chorus.config_schema import ConsolidationConf
+    from chorus.config.schema import ConsolidationConf
     from chorus.merge.run import merge_options
 
     s0 = load_file(tiny_xs / "model.safetensors")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chorus.config_schema import SubmititConf
+from chorus.config.schema import SubmititConf
 from chorus.workflow.launchers import MISSING_SUBMITIT, make_launcher
 from chorus.workflow.runner import StepFailed, run_steps
 from chorus.workflow.steps import Step
@@ -133,7 +133,7 @@ def test_submitit_settings_come_from_the_pipeline_config(tmp_path):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from chorus.config_schema import CONF_DIR, register_configs
+    from chorus.config.schema import CONF_DIR, register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

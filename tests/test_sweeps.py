@@ -7,7 +7,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from chorus.config_schema import CONF_DIR, register_configs
+from chorus.config.schema import CONF_DIR, register_configs
 from chorus.sweep_check import check_sweep, command_lines, main
 from chorus.train import auto_job, job_run_dir
 

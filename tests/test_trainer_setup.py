@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from chorus.config_schema import TrainerConf
+from chorus.config.schema import TrainerConf
 from chorus.trainer_setup import build_trainer, check_trainer
 from helpers import PROMPT
 

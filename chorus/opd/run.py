@@ -6,8 +6,8 @@ import functools
 import json
 from pathlib import Path
 
-from ..config_schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
-from ..job_context import JobContext
+from ..config.schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
+from ..config.job_context import JobContext
 from ..policy.engines import SamplingParams
 from ..policy.models import load_model
 from ..rl.algos import OPD_ALGO

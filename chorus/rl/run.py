@@ -18,8 +18,8 @@ from typing import Callable
 import lightning as L
 import torch
 
-from ..config_schema import RLConf, TrainerConf
-from ..job_context import JobContext
+from ..config.schema import RLConf, TrainerConf
+from ..config.job_context import JobContext
 from ..policy.engines import SamplingParams, make_engine
 from ..policy.models import check_dtype, export_merged, load_model
 from ..protocol.direct import run_direct

@@ -8,7 +8,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from ..config_schema import TrainerConf
+from ..config.schema import TrainerConf
 from ..policy.models import export_merged, load_model
 from ..rl.preemption import StopOnSignal
 from ..trainer_setup import build_trainer, lightning_errors, use_gradient_checkpointing

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from ..config_schema import SFTStageConf, TrainerConf
-from ..modes import RepairSource
-from ..job_context import JobContext
+from ..config.schema import SFTStageConf, TrainerConf
+from ..config.modes import RepairSource
+from ..config.job_context import JobContext
 from ..policy.models import resolve_path
 from ..tracking.identity import variants
 from ..tracking.timing import add_seconds
