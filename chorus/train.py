@@ -67,7 +67,7 @@ def reporting(ctx: JobContext, mirror, phase: str, total: int) -> JobContext:
 
 
 def sft(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
-    from .rl.run import evaluate_checkpoint
+    from .heldout import evaluate_checkpoint
     from .sft.stages import run_stage
 
     stage = conf.sft_stage

@@ -121,3 +121,11 @@ def use_gradient_checkpointing(model, trainer: TrainerConf) -> bool:
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return bool(on)
+
+
+def evaluation_precision(trainer: TrainerConf, device: torch.device):
+    """Lightning's precision plugin for trainer.precision on `device` (one device: evaluation does not
+    shard), built the way fit builds it, so '16-mixed' on a CPU is refused as training would refuse it."""
+    accelerator, devices = ("cuda", [device.index or 0]) if device.type == "cuda" else ("cpu", 1)
+    return L.Trainer(accelerator=accelerator, devices=devices, precision=trainer.precision, logger=False,
+                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False).precision_plugin

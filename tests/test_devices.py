@@ -12,7 +12,7 @@ from chorus.policy.engines import HFEngine, generation_threads
 from chorus.rl import run as rl_run
 from chorus.rl.algos import get_algo
 from chorus.rl.run import train_rl
-from chorus import trainer_setup
+from chorus import heldout, trainer_setup
 from chorus.trainer_setup import eval_device
 from chorus.sft import run as sft_run
 from helpers import context, rl_settings
@@ -139,7 +139,7 @@ def test_checkpoint_evaluations_run_as_the_trainer_computes(sft_xs, eval_tasks, 
     trainer.precision's plugin, as a trained expert's final evaluation runs inside fit (it used to load
     on the CPU in float32 whatever the trainer said)."""
     seen = {}
-    monkeypatch.setattr(rl_run, "eval_device", lambda trainer: seen.setdefault("trainer", trainer) and
+    monkeypatch.setattr(heldout, "eval_device", lambda trainer: seen.setdefault("trainer", trainer) and
                         torch.device("cpu"))
 
     def fake_evaluate(engine, tok, tasks, rl, ctx, **kw):
@@ -147,9 +147,9 @@ def test_checkpoint_evaluations_run_as_the_trainer_computes(sft_xs, eval_tasks, 
         seen.update(autocast=torch.get_autocast_dtype("cpu") if on else None,
                     weights=next(engine.model.parameters()).dtype)
         return {"pass_rate": 0.0, "mean_overall": 0.0}
-    monkeypatch.setattr(rl_run, "evaluate_policy", fake_evaluate)
+    monkeypatch.setattr(heldout, "evaluate_policy", fake_evaluate)
     trainer = TrainerConf(precision=precision)
-    rl_run.evaluate_checkpoint(str(sft_xs), eval_tasks, rl_settings(), context(tmp_path, sim), trainer=trainer)
+    heldout.evaluate_checkpoint(str(sft_xs), eval_tasks, rl_settings(), context(tmp_path, sim), trainer=trainer)
     assert seen == {"trainer": trainer, "autocast": autocast, "weights": weights}
     assert not torch.is_autocast_enabled("cpu")  # the context ends with the evaluation
 

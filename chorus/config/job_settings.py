@@ -22,7 +22,7 @@ BOOKKEEPING = ("job", "runs_dir", "run_tag", "logger", "hydra", "simulator.worke
 # Groups that only set other settings (conf/experiment/): what they set is checked as composed.
 PRESETS = ("experiment",)
 COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
-# A held-out evaluation (rl.run.eval_sampling and evaluate_checkpoint read these).
+# A held-out evaluation (heldout.eval_sampling and evaluate_checkpoint read these).
 EVALUATION = ("rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature", "rl.max_new_tokens",
               "rl.max_prompt_tokens", "rl.generation")
 # Merge options per method: everything else under consolidation.* is refused for that method.

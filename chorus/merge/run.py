@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..config.schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
 from ..config.job_context import JobContext
 from ..config.job_settings import MERGE_OPTIONS
-from ..rl.run import evaluate_checkpoint
+from ..heldout import evaluate_checkpoint
 from .stream import merge_checkpoints
 
 
