@@ -126,12 +126,14 @@ def test_pretraining_reports_its_progress_with_an_eta(tmp_path, corpus, caplog):
     its first step, then at most every 10 s, and its last, each with an ETA."""
     import logging
 
+    from chorus.tracking.progress import throttled
+
     with caplog.at_level(logging.INFO, logger="chorus.progress"):
         build_tiny("xs", seed=0, corpus=corpus, cache_root=tmp_path, pretrain_steps=5, pretrain_corpus=corpus[:10])
     lines = [r.getMessage() for r in caplog.records if r.name == "chorus.progress"]
     assert lines[0] == "pretraining the tiny base 1/5, ETA ?" and lines[-1] == "pretraining the tiny base 5/5, ETA 0s"
     seen = []
-    on_step = tiny._every(10.0, lambda phase, done, total: seen.append(done), "x")
+    on_step = throttled(lambda phase, done, total: seen.append(done), "x")
     for done in range(1, 6):
         on_step(done, 5)
     assert seen == [1, 5]  # within 10 s: the first and the last step only

@@ -11,10 +11,9 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
-from ..tracking.progress import Progress
+from ..tracking.progress import Progress, throttled
 
 # Qwen3Config kwargs. `s` is the design-card model (~3.4M parameters). head_dim is explicit because
 # Qwen3 does not derive it from hidden/heads; tied embeddings keep the vocabulary from dominating.
@@ -138,8 +137,8 @@ def _build_into(path: Path, size: str, seed: int, corpus: list[str], chash: str,
 
         spec, texts, phash = pretrain
         blocks = pack(tokenizer, texts, spec.seq_len)
-        losses = run_pretrain(model, blocks, spec, seed=seed, on_step=_every(10.0, Progress(None).update,
-                                                                             "pretraining the tiny base"))
+        losses = run_pretrain(model, blocks, spec, seed=seed,
+                              on_step=throttled(Progress(None).update, "pretraining the tiny base"))
         trained = {"pretrain": spec.to_dict(), "pretrain_corpus_hash": phash, "pretrain_blocks": len(blocks),
                    "pretrain_loss_first": losses[0], "pretrain_loss_last": losses[-1]}
     model.save_pretrained(path)
@@ -149,18 +148,6 @@ def _build_into(path: Path, size: str, seed: int, corpus: list[str], chash: str,
             "params": n_params, "preset": preset, "tokenizer_vocab": len(tokenizer), **trained}
     (path / "chorus_tiny.json").write_text(json.dumps(meta, indent=1) + "\n")
     (path / READY).write_text("ok\n")
-
-
-def _every(seconds: float, report, phase: str):
-    """report(phase, done, total) at the first step, then at most every `seconds`, and at the last step."""
-    last = [float("-inf")]
-
-    def on_step(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done == total or now - last[0] >= seconds:
-            last[0] = now
-            report(phase, done, total)
-    return on_step
 
 
 def _reuse(path: Path, size: str, seed: int, chash: str, pretrain: tuple | None = None) -> Path:
