@@ -53,7 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chorus.modes import GenerationMode  # noqa: E402  (an enum only: --help stays fast)
+from chorus.config.modes import GenerationMode  # noqa: E402  (an enum only: --help stays fast)
 
 H200_BF16_DENSE = 989e12  # NVIDIA H200 SXM peak dense BF16 tensor-core FLOP/s (no sparsity)
 
@@ -246,8 +246,8 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     import torch
 
-    from chorus.config_schema import RLConf, TrainerConf
-    from chorus.job_context import JobContext
+    from chorus.config.schema import RLConf, TrainerConf
+    from chorus.config.job_context import JobContext
     from chorus.policy.prompts import render_prompt
     from chorus.rl.algos import get_algo
     from chorus.rl.rollouts import collect

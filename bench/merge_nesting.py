@@ -28,8 +28,8 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from chorus.config_schema import CONF_DIR, ConsolidationConf
-from chorus.job_settings import MERGE_OPTIONS
+from chorus.config.schema import CONF_DIR, ConsolidationConf
+from chorus.config.job_settings import MERGE_OPTIONS
 from chorus.merge.methods import MERGES
 from chorus.merge.run import merge_options
 from chorus.merge.stream import Checkpoint, merge_checkpoints

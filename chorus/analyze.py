@@ -20,7 +20,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from .config_schema import CONF_DIR, register_configs
+from .config.schema import CONF_DIR, register_configs
 
 register_configs()
 

@@ -16,8 +16,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from .config_schema import CONF_DIR, register_configs
-from .job_settings import check_settings
+from .config.schema import CONF_DIR, register_configs
+from .config.job_settings import check_settings
 from .policy.static import STATIC_POLICIES
 from .scoring import score_completions
 from .sim.config import sim_config
@@ -28,6 +28,7 @@ from .tracking.record import model_name, run_metadata, write_error
 from .tracking.run_dir import write_run
 from .tracking.summary import summarize
 from .tracking.timing import add_seconds, rounded
+from .tracking.quiet import quiet_third_party
 from .tracking.wandb_mirror import open_mirror
 
 register_configs()
@@ -129,6 +130,7 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
 
 @hydra.main(config_path=str(CONF_DIR), config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    quiet_third_party()
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     try:

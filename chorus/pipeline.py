@@ -20,7 +20,7 @@ import hydra
 from hydra import compose
 from omegaconf import DictConfig
 
-from .config_schema import CONF_DIR, register_configs
+from .config.schema import CONF_DIR, register_configs
 
 register_configs()
 STAGES = ("stage0", "stage1", "stage2")
@@ -32,7 +32,7 @@ def plan(c: dict) -> list:
     planned dir of the stage before it, an expert from its stage's, the consolidations from the
     experts', so a changed setting gives new dirs to its step and to every step downstream of it.
     The preset's and `extra` settings reach only the jobs that read them; one no job reads is refused."""
-    from .job_settings import is_used, override_key, unused_overrides, used_settings
+    from .config.job_settings import is_used, override_key, unused_overrides, used_settings
     from .train import auto_job, container, job_label, job_run_dir
     from .workflow.steps import Step
 
@@ -209,6 +209,7 @@ def prepare(steps: list) -> None:
 @hydra.main(config_path=str(CONF_DIR), config_name="pipeline", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from .analysis.report import write_report
+    from .tracking.quiet import quiet_third_party
     from .train import container
     from .workflow.launchers import make_launcher
     from .workflow.runner import StepFailed, run_steps
@@ -218,6 +219,7 @@ def main(cfg: DictConfig) -> None:
     try:
         launcher = make_launcher(c["pipeline"]["launcher"], c["pipeline"]["submitit"])  # before the plan's minute
         steps = plan(c)
+        quiet_third_party()
         prepare(steps)
         records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])},
                             launcher=launcher)

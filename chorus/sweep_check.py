@@ -17,9 +17,9 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .job_settings import check_settings
+from .config.job_settings import check_settings
 from .train import auto_job, job_label
-from .config_schema import CONF_DIR, register_configs
+from .config.schema import CONF_DIR, register_configs
 
 HEAD = ["${env}", "${interpreter}", "-m", "chorus.train"]
 

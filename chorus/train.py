@@ -27,15 +27,16 @@ from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from .config_schema import CONF_DIR, TrainConf, register_configs
-from .job_context import JobContext, Preempted, process_rank
-from .job_settings import MERGE_OPTIONS, check_settings
+from .config.schema import CONF_DIR, TrainConf, register_configs
+from .config.job_context import JobContext, Preempted, process_rank
+from .config.job_settings import MERGE_OPTIONS, check_settings
 from .sim.config import sim_config
 from .sim.executor import make_executor
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError
 from .tracking.identity import check_reuse, has_results, run_dir, write_record
 from .tracking.progress import Progress
+from .tracking.quiet import quiet_third_party
 from .tracking.record import checkpoint_model, copy_hydra_config, model_name, run_metadata, write_error
 from .tracking.wandb_mirror import open_mirror, wandb_group
 
@@ -66,7 +67,7 @@ def reporting(ctx: JobContext, mirror, phase: str, total: int) -> JobContext:
 
 
 def sft(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
-    from .rl.run import evaluate_checkpoint
+    from .heldout import evaluate_checkpoint
     from .sft.stages import run_stage
 
     stage = conf.sft_stage
@@ -99,7 +100,8 @@ def rl(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     settings = dataclasses.asdict(conf.rl_algo)
     algo = get_algo(settings.pop("name"), **settings)
     return train_rl(inputs["init"], algo, inputs["tasks"], inputs["eval_tasks"],
-                    reporting(ctx, mirror, "rl step", conf.rl.steps), rl=conf.rl, trainer=conf.trainer)
+                    reporting(ctx, mirror, "rl step", conf.rl.steps), rl=conf.rl, trainer=conf.trainer,
+                    ckpt_path=conf.ckpt_path)
 
 
 def consolidation_inputs(c: dict, conf: TrainConf) -> dict:
@@ -132,7 +134,8 @@ def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
         return merge_and_evaluate(cons, pool, inputs["eval_tasks"], conf.rl, ctx, trainer=conf.trainer)
     student = resolve_student(cons.student, inputs["teachers"], conf.runs_dir, ctx.out, cons.weights)
     return train_opd(student, pool, inputs["tasks"], inputs["eval_tasks"],
-                     reporting(ctx, mirror, "opd step", conf.rl.steps), opd=cons, rl=conf.rl, trainer=conf.trainer)
+                     reporting(ctx, mirror, "opd step", conf.rl.steps), opd=cons, rl=conf.rl, trainer=conf.trainer,
+                     ckpt_path=conf.ckpt_path)
 
 
 def job_dtype(job: str, conf: TrainConf) -> str:
@@ -164,6 +167,31 @@ def default_config(job: str, c: dict) -> dict:
     groups = {"sft": ["sft_stage"], "rl": ["sft_stage", "rl_algo"], "consolidation": ["consolidation", "teacher_pool"]}
     return container(compose(config_name="train", overrides=[f"job={job}", f"runs_dir={c['runs_dir']}",
                                                              *(f"{g}={c[g]['name']}" for g in groups[job])]))
+
+
+def check_lightning(conf: TrainConf) -> None:
+    """trainer.extra and trainer.callbacks against Lightning, and ckpt_path's file, before anything starts."""
+    if conf.trainer.extra or conf.trainer.callbacks:
+        from .trainer_setup import check_trainer
+
+        check_trainer(conf.trainer)
+    if conf.ckpt_path and not Path(conf.ckpt_path).is_file():
+        raise ValueError(f"ckpt_path={conf.ckpt_path} is not a file; give a Lightning checkpoint (e.g. "
+                         "<run dir>/ckpt/last.ckpt)")
+
+
+def resolve_pool(job: str, cfg: DictConfig, c: dict) -> dict:
+    """With teacher_pool.from_runs, the pool's checkpoints as found there, set in `cfg` (and returned
+    as the plain config): before the run's identity, which names them."""
+    pool = c["teacher_pool"]
+    if job != "consolidation" or not pool["from_runs"]:
+        return c
+    from .opd.teachers import pool_from_runs
+
+    teachers, cfg.teacher_pool.base = pool_from_runs(pool["teachers"], pool["base"], c["runs_dir"], pool["from_runs"])
+    for node, found in zip(cfg.teacher_pool.teachers, teachers):
+        node.checkpoint = found["checkpoint"]
+    return container(cfg)
 
 
 def job_run_dir(c: dict, job: str) -> tuple[Path, dict]:
@@ -216,7 +244,7 @@ def memory_plan(job: str, c: dict, conf: TrainConf) -> str | None:
     import torch
 
     from . import memory_plan as mp
-    from .rl.run import eval_device
+    from .trainer_setup import eval_device
     from .sft.stages import resolve_init, stage_init_checkpoint
 
     cuda = eval_device(conf.trainer).type == "cuda"
@@ -244,6 +272,7 @@ def memory_plan(job: str, c: dict, conf: TrainConf) -> str | None:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    quiet_third_party()
     c = container(cfg)
     overrides = list(HydraConfig.get().overrides.task)
     primary = process_rank() == 0  # under DDP every rank runs this job; one writes the run's records
@@ -252,16 +281,9 @@ def main(cfg: DictConfig) -> None:
         if job not in JOBS:
             raise ValueError(f"unknown job {job!r}; choose one of {list(JOBS)}")
         check_settings(job, job_label(job, c), c, cfg, overrides)
-        if job == "consolidation" and c["teacher_pool"]["from_runs"]:  # before the identity: it names them
-            from .opd.teachers import pool_from_runs
-
-            pool = c["teacher_pool"]
-            teachers, cfg.teacher_pool.base = pool_from_runs(pool["teachers"], pool["base"], c["runs_dir"],
-                                                             pool["from_runs"])
-            for node, found in zip(cfg.teacher_pool.teachers, teachers):
-                node.checkpoint = found["checkpoint"]
-            c = container(cfg)
+        c = resolve_pool(job, cfg, c)
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
+        check_lightning(conf)
         if (text := memory_plan(job, c, conf)) and primary:
             print(text, file=sys.stderr if not conf.plan_only else sys.stdout)
         if conf.plan_only:

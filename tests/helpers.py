@@ -40,7 +40,7 @@ PROMPT = 1200  # ports-only prompts: a tiny model cannot use the RTL, and short 
 def rl_settings(**over):
     """The `rl` settings of a tiny run: 2 steps, 2 prompts x 4 samples, short answers (the rest, e.g.
     rl.reward and rl.engine=hf, are RLConf's defaults)."""
-    from chorus.config_schema import RLConf
+    from chorus.config.schema import RLConf
 
     base = dict(steps=2, prompts_per_step=2, group_size=4, micro_batch=3, lr=1e-3, warmup_steps=1, max_new_tokens=96,
                 max_prompt_tokens=PROMPT, eval_every=0, eval_samples=1, save_every=1)
@@ -49,7 +49,7 @@ def rl_settings(**over):
 
 def context(out, sim, **over):
     """A job's shared settings as the tests run them: vectors, 2 simulation workers, seed 0."""
-    from chorus.job_context import JobContext
+    from chorus.config.job_context import JobContext
 
     return JobContext(Path(out), "vectors", sim, **{"workers": 2, **over})
 

@@ -402,3 +402,28 @@ def test_opd_is_compared_with_the_run_it_started_from(tmp_path):
     runs = load_runs(str(root))
     assert pd.isna(chorus_table(runs.table, runs.runs, k=2, n_boot=50).set_index("run")
                    .loc["opd/three_experts"].get("student_run"))
+
+
+@pytest.mark.parametrize("levels, start", [
+    ([0.0, 0.0, 0.0], "Premise untestable: no expert passes any held-out task"),
+    ([1.0, 1.0, 1.0], "Premise untestable: every expert passes every held-out task"),
+    ([0.40, 0.42, 0.44], "Premise met: every expert is within 5 Pass@1 points of the best (spread 4.0)."),
+    ([0.25, 0.30, 0.42], "Premise not met: the experts' Pass@1 spans 17.0 points"),
+])
+def test_the_premise_sentence_names_the_degenerate_cases(levels, start):
+    from chorus.analysis.report import premise
+
+    assert premise(pd.DataFrame({"pass_at_1": levels})).startswith(start)
+
+
+def test_a_reason_shared_by_two_metrics_is_noted_once():
+    from chorus.analysis.table import oracle_columns
+
+    why = "the cross-fitted oracle needs 2 samples per task and expert (fewest here: 1); undefined (NaN)"
+    oracle = {"notes": {"pass_at_1": why, "mean_coverage": why}, "in_sample_pass_at_1": 0.5,
+              "in_sample_mean_coverage": 50.0}
+    nan = float("nan")
+    for m in ("pass_at_1", "mean_coverage", "pass_at_k"):
+        oracle.update({f"headroom_{m}": nan, f"headroom_{m}_ci": (nan, nan), f"null_headroom_{m}": nan,
+                       f"null_headroom_{m}_interval": (nan, nan), f"claimed_{m}": False, f"beyond_null_{m}": False})
+    assert oracle_columns(oracle)["oracle_notes"] == why

@@ -5,14 +5,14 @@ import sys
 
 import pytest
 
-from chorus.cli_help import CONF_DIR, GROUPS, description, job_groups, options
+from chorus.config.cli_help import CONF_DIR, GROUPS, description, job_groups, options
 
 JOBS = ("train", "evaluate", "analyze", "pipeline")
 
 
 def test_every_config_group_has_a_description():
     groups = {d.name for d in CONF_DIR.iterdir() if d.is_dir() and d.name != "hydra"}
-    assert groups - set(GROUPS) == set(), "add a one-line description to chorus/cli_help.py GROUPS"
+    assert groups - set(GROUPS) == set(), "add a one-line description to chorus/config/cli_help.py GROUPS"
 
 
 def test_an_options_description_is_the_first_sentence_of_its_comment(tmp_path):

@@ -1,5 +1,5 @@
 """conf/ states only what differs from the schema: every default lives once, in the dataclasses of
-chorus/config_schema.py (and SimConfig in chorus/sim/config.py), and every group option composes.
+chorus/config/schema.py (and SimConfig in chorus/sim/config.py), and every group option composes.
 
 A YAML value equal to the schema's default is a second copy that silently stops being the default
 when the schema changes, so it fails here. Exceptions, each for a reason:
@@ -24,7 +24,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError
 
-from chorus.config_schema import CONF_DIR, register_configs
+from chorus.config.schema import CONF_DIR, register_configs
 
 register_configs()
 HYDRA_OWN = CONF_DIR / "hydra"  # Hydra's own settings (logging): not chorus's schema
@@ -39,7 +39,7 @@ def schema_of(group: str | None, name: str) -> type:
 
 
 def group_schema(group: str) -> type:
-    """The one schema stored for a group (config_schema.register_configs)."""
+    """The one schema stored for a group (chorus.config.schema.register_configs)."""
     [name] = ConfigStore.instance().list(group)
     return schema_of(group, name.removesuffix(".yaml"))
 

@@ -1,4 +1,4 @@
-"""Closed sets of strings are enums (chorus/modes.py): a bad value fails while Hydra composes,
+"""Closed sets of strings are enums (chorus/config/modes.py): a bad value fails while Hydra composes,
 naming its key, and a good one reads, prints and serialises like the plain string it was."""
 import json
 from pathlib import Path
@@ -9,7 +9,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
 from chorus import modes
-from chorus.config_schema import CONF_DIR, register_configs
+from chorus.config.schema import CONF_DIR, register_configs
 
 register_configs()
 CHOICES = [c for c in vars(modes).values()

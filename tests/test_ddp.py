@@ -50,7 +50,7 @@ def _job(kind: str, init: str, out: str, cache_dir: str, teacher: str | None = N
     sys.path.insert(0, str(HERE))
     from helpers import PROMPT, context, rl_settings
 
-    from chorus.config_schema import TrainerConf
+    from chorus.config.schema import TrainerConf
     from chorus.rl.task_sampler import TaskSampler
     from chorus.sim import SimConfig
     from chorus.tasks import load_tasks
@@ -102,8 +102,8 @@ def _job(kind: str, init: str, out: str, cache_dir: str, teacher: str | None = N
                         objective=Objective(collect=collect_per_rank, module=module))
     else:
         import chorus.opd.run as opd_run
-        from chorus.config_schema import ConsolidationConf, TeacherPoolConf
-        from chorus.modes import Divergence, OPDMode
+        from chorus.config.schema import ConsolidationConf, TeacherPoolConf
+        from chorus.config.modes import Divergence, OPDMode
         from chorus.opd.teachers import Teacher
 
         # the table holds rank 0's tasks of the one step only: rank 1's are skipped (no teacher reward)
@@ -174,7 +174,7 @@ def test_minibatch_counts_and_micro_batches_hand_computed():
 def test_a_padding_pass_gives_every_trainable_parameter_a_zero_gradient(tiny_xs, lora):
     """What keeps a rank without rows in DDP's all-reduce: a gradient (of zeros) on each trainable
     parameter, the adapter's only under LoRA, and nothing on the frozen base."""
-    from chorus.config_schema import RLConf
+    from chorus.config.schema import RLConf
     from chorus.policy.models import load_model
     from chorus.rl.algos import get_algo
     from chorus.rl.module import Hooks, RLModule
@@ -240,7 +240,7 @@ if __name__ == "__main__":
 @pytest.mark.parametrize("environ, rank", [({}, 0), ({"LOCAL_RANK": "1"}, 1), ({"RANK": "3", "LOCAL_RANK": "1"}, 3),
                                            ({"SLURM_PROCID": "2"}, 2), ({"RANK": " "}, 0)])
 def test_process_rank_reads_the_launchers_variables(environ, rank):
-    from chorus.job_context import process_rank
+    from chorus.config.job_context import process_rank
 
     assert process_rank(environ) == rank
 

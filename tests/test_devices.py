@@ -4,14 +4,16 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from chorus.config_schema import Teacher, TrainerConf
+from chorus.config.schema import Teacher, TrainerConf
 from chorus.opd import rollouts as opd_rollouts
 from chorus.opd.rollouts import TeacherModels
 from chorus.policy import engines
 from chorus.policy.engines import HFEngine, generation_threads
 from chorus.rl import run as rl_run
 from chorus.rl.algos import get_algo
-from chorus.rl.run import eval_device, train_rl
+from chorus.rl.run import train_rl
+from chorus import heldout, trainer_setup
+from chorus.trainer_setup import eval_device
 from chorus.sft import run as sft_run
 from helpers import context, rl_settings
 
@@ -56,7 +58,8 @@ def test_the_final_evaluation_runs_on_eval_device_after_teardown(sft_xs, rl_task
     """Lightning's teardown leaves the policy on the CPU; train_rl moves it to eval_device before evaluating
     (here a meta device stands in for the GPU)."""
     asked, evaluated_on = [], []
-    monkeypatch.setattr(rl_run, "eval_device", lambda trainer: asked.append(trainer) or torch.device("meta"))
+    for module in (rl_run, trainer_setup):  # train_rl's, and use_gradient_checkpointing's (trainer_setup)
+        monkeypatch.setattr(module, "eval_device", lambda trainer: asked.append(trainer) or torch.device("meta"))
 
     def fake_evaluate(engine, tok, tasks, rl, ctx, **kw):
         evaluated_on.append(next(engine.model.parameters()).device)
@@ -136,7 +139,7 @@ def test_checkpoint_evaluations_run_as_the_trainer_computes(sft_xs, eval_tasks, 
     trainer.precision's plugin, as a trained expert's final evaluation runs inside fit (it used to load
     on the CPU in float32 whatever the trainer said)."""
     seen = {}
-    monkeypatch.setattr(rl_run, "eval_device", lambda trainer: seen.setdefault("trainer", trainer) and
+    monkeypatch.setattr(heldout, "eval_device", lambda trainer: seen.setdefault("trainer", trainer) and
                         torch.device("cpu"))
 
     def fake_evaluate(engine, tok, tasks, rl, ctx, **kw):
@@ -144,15 +147,15 @@ def test_checkpoint_evaluations_run_as_the_trainer_computes(sft_xs, eval_tasks, 
         seen.update(autocast=torch.get_autocast_dtype("cpu") if on else None,
                     weights=next(engine.model.parameters()).dtype)
         return {"pass_rate": 0.0, "mean_overall": 0.0}
-    monkeypatch.setattr(rl_run, "evaluate_policy", fake_evaluate)
+    monkeypatch.setattr(heldout, "evaluate_policy", fake_evaluate)
     trainer = TrainerConf(precision=precision)
-    rl_run.evaluate_checkpoint(str(sft_xs), eval_tasks, rl_settings(), context(tmp_path, sim), trainer=trainer)
+    heldout.evaluate_checkpoint(str(sft_xs), eval_tasks, rl_settings(), context(tmp_path, sim), trainer=trainer)
     assert seen == {"trainer": trainer, "autocast": autocast, "weights": weights}
     assert not torch.is_autocast_enabled("cpu")  # the context ends with the evaluation
 
 
 def test_merges_are_evaluated_on_the_trainer(monkeypatch, tmp_path):
-    from chorus.config_schema import ConsolidationConf, TeacherPoolConf
+    from chorus.config.schema import ConsolidationConf, TeacherPoolConf
     from chorus.merge import run as merge_run
 
     seen = {}

@@ -19,7 +19,7 @@ import random
 import pytest
 import torch
 
-from chorus.config_schema import PolicyConf, RLConf
+from chorus.config.schema import PolicyConf, RLConf
 from chorus.policy.engines import HFEngine, SamplingParams, make_engine
 from chorus.policy.fence_stop import FenceStop, fence_closed
 from chorus.policy.hf_generation import resolve_mode

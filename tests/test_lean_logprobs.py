@@ -6,11 +6,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
-from chorus.config_schema import TrainerConf
+from chorus.config.schema import TrainerConf
 from chorus.opd.losses import DIVERGENCES, chunked_divergence
 from chorus.rl.logprobs import forward_logprobs, split
 from chorus.rl.losses import clipped_pg_loss, k3_kl, sft_loss, token_logprobs
-from chorus.rl.run import use_gradient_checkpointing
+from chorus.trainer_setup import use_gradient_checkpointing
 
 V = 4000  # the vocabulary dominates the hidden size, as Qwen3's 151,936 does its 2,560
 

@@ -1,7 +1,10 @@
 """Merges on hand-computed tensors, and streaming merges of real (tiny) checkpoints."""
 import json
+import os
 import re
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -173,7 +176,7 @@ def test_a_merge_job_takes_normalize_from_the_config(normalize, tiny_xs, tmp_pat
     """consolidation.normalize reaches the streamed merge: real nested checkpoints, task arithmetic."""
     from omegaconf import OmegaConf
 
-    from chorus.config_schema import ConsolidationConf
+    from chorus.config.schema import ConsolidationConf
     from chorus.merge.run import merge_options
 
     s0 = load_file(tiny_xs / "model.safetensors")
@@ -268,6 +271,8 @@ def test_cli_merge_writes_an_evaluated_checkpoint(experts, tiny_xs, tmp_path):
     progress = [json.loads(line) for line in (where / "progress.jsonl").read_text().splitlines()]
     assert [(p["phase"], p["done"]) for p in progress if p["phase"] == "merge"] == [("merge", 0), ("merge", 1)]
     assert (progress[-1]["phase"], progress[-1]["done"], progress[-1]["total"]) == ("held-out evaluation", 1, 1)
+    for noise in ("GPU available", "litlogger", "LeafSpec", "Loading weights", "Writing model shards", "it/s]"):
+        assert noise not in p.stderr + p.stdout, noise  # third-party lines that say nothing (tracking/quiet.py)
     # the same command again: a finished run with these settings is a skip, never a second run in its dir
     stamps = {f: f.stat().st_mtime_ns for f in where.rglob("*") if f.is_file()}
     again = _train("consolidation=ties", "teacher_pool=two_experts", "consolidation.density=0.4", f"runs_dir={runs}",
@@ -315,6 +320,35 @@ def test_a_soup_over_a_pipelines_experts_in_hashed_dirs_via_from_runs(experts, t
                f"runs_dir={runs}", "logger=none", *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h2'}")
     assert p.returncode == 2 and "teacher stage1 needs exactly one run at" in p.stderr
     assert "stage1-0123abcd, " in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+def test_a_local_merge_sweep_over_a_pipelines_experts_includes_soup(experts, tiny_xs, tmp_path):
+    """chorus.sweep runs a W&B sweep file offline (no account): soup and TIES over the experts a
+    pipeline left in hashed dirs (teacher_pool.from_runs), best first by the sweep's eval/ metric."""
+    import sys
+
+    import yaml
+
+    pipeline = tmp_path / "pipeline"
+    shutil.copytree(tiny_xs, pipeline / "sft/stage0-0123abcd/hf")
+    for stage, path in zip(("stage1", "stage2"), experts):
+        shutil.copytree(path, pipeline / f"rl/dapo/{stage}-0123abcd/hf")
+    sweep = yaml.safe_load((Path(__file__).resolve().parent.parent / "sweeps/merge_methods.yaml").read_text())
+    sweep["parameters"] = {"experiment": {"values": ["merge/soup", "merge/ties_d0.5"]}}
+    sweep["command"] = [c if c != "teacher_pool=three_experts" else "teacher_pool=two_experts" for c in sweep["command"]]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
+    runs = tmp_path / "runs"
+    p = subprocess.run([sys.executable, "-m", "chorus.sweep", str(tmp_path / "s.yaml"), f"teacher_pool.from_runs={pipeline}",
+                        f"runs_dir={runs}", "logger=none", *SMALL_EVAL], capture_output=True, text=True, timeout=900,
+                       env={k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    soup, ties = (next((runs / f"consolidation/{m}").glob("two_experts-local-*")) for m in ("soup", "ties"))
+    assert json.loads((ties / "hf/merge.json").read_text())["base"] == str(pipeline / "sft/stage0-0123abcd/hf")
+    rates = {d: json.loads((d / "summary.json").read_text())["pass_rate"] for d in (soup, ties)}
+    shown = [line.split() for line in p.stdout.strip().splitlines()]
+    assert [(float(m.split("=")[1]), s, d) for m, s, d in shown] == sorted(
+        [(rates[d], "done", str(d)) for d in (soup, ties)], key=lambda r: -r[0])
 
 
 @pytest.mark.parametrize("overrides, message", [

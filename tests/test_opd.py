@@ -7,8 +7,8 @@ import shutil
 import pytest
 import torch
 
-from chorus.config_schema import ConsolidationConf, RewardConfig, TeacherPoolConf
-from chorus.modes import Divergence, OPDMode
+from chorus.config.schema import ConsolidationConf, RewardConfig, TeacherPoolConf
+from chorus.config.modes import Divergence, OPDMode
 from chorus.opd.losses import generalized_jsd, pg_advantages, reverse_kl
 from chorus.opd.routing import route
 from chorus.rl.losses import clipped_pg_loss

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from chorus.config_schema import ConsolidationConf, RewardConfig
-from chorus.modes import OPDMode
+from chorus.config.schema import ConsolidationConf, RewardConfig
+from chorus.config.modes import OPDMode
 from chorus.opd.losses import generalized_jsd, reverse_kl
 from chorus.opd.routing import route
 from chorus.opd.teachers import Teacher, TeacherRewards, table_rewards

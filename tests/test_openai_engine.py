@@ -75,7 +75,7 @@ def test_a_stalled_request_times_out_and_is_retried(stub):
 
 
 def test_rl_refuses_engine_openai():
-    from chorus.config_schema import RLConf, TrainerConf
+    from chorus.config.schema import RLConf, TrainerConf
     from chorus.rl.algos import get_algo
     from chorus.rl.run import check_run
 
@@ -185,7 +185,7 @@ def test_agentic_rounds_through_the_engine_count_server_tokens(stub, tiny_xs, si
 
 
 def test_cache_lives_under_the_cache_root_and_can_be_turned_off(tmp_path):
-    from chorus.config_schema import PolicyConf
+    from chorus.config.schema import PolicyConf
 
     policy = {"api_base_url": "http://127.0.0.1:1/v1", "api_model": "m", "api_key_env": None, "api_concurrency": 1,
               "api_max_retries": 0, "api_backoff_s": 0.0, "api_timeout_s": 1.0, "api_cache": PolicyConf.api_cache}

@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from chorus.config_schema import CONF_DIR, register_configs
+from chorus.config.schema import CONF_DIR, register_configs
 from chorus.pipeline import plan
 from chorus.workflow.runner import StepFailed, run_steps
 from chorus.workflow.steps import Step

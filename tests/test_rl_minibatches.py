@@ -9,7 +9,7 @@ import pytest
 import torch
 from lightning.pytorch.plugins.precision.amp import MixedPrecision
 
-from chorus.config_schema import RLConf
+from chorus.config.schema import RLConf
 from chorus.rl.algos import get_algo
 from chorus.rl.losses import minibatch_counts, minibatch_normalizers, minibatch_slices
 from chorus.rl.module import Hooks, RLModule

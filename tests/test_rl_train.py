@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from chorus.config_schema import LoraConf
+from chorus.config.schema import LoraConf
 from chorus.rl.algos import get_algo
 from chorus.rl.rollouts import collect
 from chorus.rl.run import Objective, train_rl

@@ -8,8 +8,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from chorus.config_schema import CONF_DIR, register_configs
-from chorus.job_settings import unused_overrides
+from chorus.config.schema import CONF_DIR, register_configs
+from chorus.config.job_settings import unused_overrides
 from chorus.tracking.identity import check_reuse, differences, flatten, identity, write_record
 from chorus.train import auto_job, job_run_dir
 
@@ -151,7 +151,7 @@ def test_train_refuses_a_dir_made_with_other_settings(train_cfg, tmp_path):
 
 
 def test_a_missing_teacher_names_the_runs_of_its_group_path(tmp_path):
-    from chorus.config_schema import Teacher
+    from chorus.config.schema import Teacher
     from chorus.opd.teachers import check_teachers
 
     made = tmp_path / "rl/dapo/stage1-0123abcd/hf"
@@ -168,7 +168,7 @@ def test_a_missing_teacher_names_the_runs_of_its_group_path(tmp_path):
 
 
 def test_every_missing_teacher_is_named_in_one_error_with_its_fix(tmp_path):
-    from chorus.config_schema import Teacher
+    from chorus.config.schema import Teacher
     from chorus.opd.teachers import check_teachers
 
     teachers = [Teacher(f"stage{i}", str(tmp_path / f"rl/dapo/stage{i}/hf")) for i in range(3)]

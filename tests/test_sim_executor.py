@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from chorus.job_context import JobContext
+from chorus.config.job_context import JobContext
 from chorus.sim import SimConfig, SimResult
 from chorus.sim.config import sim_config
 from chorus.sim.executor import LocalExecutor

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chorus.config_schema import SubmititConf
+from chorus.config.schema import SubmititConf
 from chorus.workflow.launchers import MISSING_SUBMITIT, make_launcher
 from chorus.workflow.runner import StepFailed, run_steps
 from chorus.workflow.steps import Step
@@ -133,7 +133,7 @@ def test_submitit_settings_come_from_the_pipeline_config(tmp_path):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from chorus.config_schema import CONF_DIR, register_configs
+    from chorus.config.schema import CONF_DIR, register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -220,3 +220,29 @@ def _kill_when_started(pidfile: Path, signum: int) -> None:
             os.kill(int(pidfile.read_text()), signum)
             return
         time.sleep(0.05)
+
+
+def test_a_stopped_job_gives_its_step_time_to_save_and_is_requeued_by_submitit(tmp_path):
+    """A SLURM pre-emption or timeout interrupts run_logged: the step gets SIGTERM and time to end
+    its training step with a checkpoint; submitit requeues the job with the same arguments."""
+    submitit = pytest.importorskip("submitit")
+    from chorus.workflow.launchers import RunLogged
+
+    args = (["python", "-m", "step_stub"], str(tmp_path / "log"), {}, str(tmp_path))
+    again = RunLogged().checkpoint(*args)
+    assert isinstance(again, submitit.helpers.DelayedSubmission) and isinstance(again.function, RunLogged)
+    assert again.args == args
+
+    marker, pidfile = tmp_path / "saved", tmp_path / "pid"
+    step = [sys.executable, "-m", "step_stub", f"out={tmp_path / 'run'}", "sleep=30", f"on_term={marker}",
+            f"pidfile={pidfile}"]
+    driver = subprocess.Popen([sys.executable, "-c", "import sys; from chorus.workflow.launchers import run_logged; "
+                               f"sys.exit(run_logged({step!r}, {str(tmp_path / 'log')!r}, {ENV!r}, {str(tmp_path)!r}))"],
+                              stderr=subprocess.PIPE, text=True)
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGINT)  # what submitit's local executor sends a job it stops
+    driver.communicate(timeout=30)
+    assert marker.read_text() == "saved"  # the step ended its work before the job went

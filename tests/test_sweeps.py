@@ -7,7 +7,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from chorus.config_schema import CONF_DIR, register_configs
+from chorus.config.schema import CONF_DIR, register_configs
 from chorus.sweep_check import check_sweep, command_lines, main
 from chorus.train import auto_job, job_run_dir
 
@@ -90,3 +90,32 @@ def test_a_sweep_optimising_a_training_metric_is_refused(tmp_path):
         (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
         (problem,) = check_sweep(tmp_path / "s.yaml")
         assert f"metric.name={bad!r} is not a held-out result" in problem
+
+
+def test_the_local_runner_expands_grid_and_random_and_refuses_bayes():
+    from chorus.sweep import planned_lines
+
+    merges = yaml.safe_load((SWEEPS[0].parent / "merge_methods.yaml").read_text())
+    grid = planned_lines(merges, None, 0)
+    assert len(grid) == 12 * 4 and grid == command_lines(merges)  # as the agent formats them
+    drawn = planned_lines({**merges, "method": "random"}, 5, seed=3)
+    assert len(drawn) == 5 and all(line in grid for line in drawn)
+    assert drawn == planned_lines({**merges, "method": "random"}, 5, seed=3)  # seeded
+    ranged = planned_lines({**merges, "method": "random", "parameters": {"consolidation.density": {"min": 0.1, "max": 0.9}}},
+                           20, seed=0)
+    densities = [float(a.split("=")[1]) for line in ranged for a in line if a.startswith("consolidation.density=")]
+    assert len(densities) == 20 and all(0.1 <= d <= 0.9 for d in densities) and len(set(densities)) == 20
+    with pytest.raises(ValueError, match=r"method: bayes needs W&B's sweep server .* use one of \['grid', 'random'\]"):
+        planned_lines({**merges, "method": "bayes"}, 5, 0)
+    with pytest.raises(ValueError, match="say how many with count=<N>"):
+        planned_lines({**merges, "method": "random"}, None, 0)
+
+
+def test_the_local_runner_refuses_a_bad_override_before_any_run(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "chorus.sweep", str(SWEEPS[0].parent / "opd.yaml"), "consolidation.mrgin=1",
+                        f"runs_dir={tmp_path}"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and p.stderr.startswith("chorus.sweep: error: ") and "Traceback" not in p.stderr
+    assert "mrgin" in p.stderr and not list(tmp_path.iterdir())

@@ -25,9 +25,14 @@ def test_splits_are_disjoint_and_stable_as_the_list_grows():
 
 
 @pytest.mark.slow
-def test_calibrated_target_lies_between_random_and_the_reference_and_is_cached(tmp_path, monkeypatch):
+def test_calibrated_target_lies_between_random_and_the_reference_and_is_cached(tmp_path, monkeypatch, caplog):
+    import logging
+
     t = generate_task("fsm", 2, seed=3, difficulty="medium", with_reference_tb=False)
-    calibrate_targets([t], workers=1, cache_dir=str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="chorus.progress"):
+        calibrate_targets([t], workers=1, cache_dir=str(tmp_path))
+    shown = [r.getMessage() for r in caplog.records if r.name == "chorus.progress"]
+    assert shown[-1] == "calibrating task targets 5/5, ETA 0s"  # its 5 simulations: the reference and 4 random
     cal = t.meta["calibration"]
     assert cal["strong"] == 100.0 and cal["random_runs"] == 4
     assert cal["random_mean"] <= cal["random_best"] < t.target < cal["strong"]

@@ -121,6 +121,24 @@ def test_unknown_size_is_a_one_line_error(tmp_path):
 
 
 @pytest.mark.slow
+def test_pretraining_reports_its_progress_with_an_eta(tmp_path, corpus, caplog):
+    """The base's pretraining (minutes on a laptop, in the pipeline's prepare) is reported as it goes:
+    its first step, then at most every 10 s, and its last, each with an ETA."""
+    import logging
+
+    from chorus.tracking.progress import throttled
+
+    with caplog.at_level(logging.INFO, logger="chorus.progress"):
+        build_tiny("xs", seed=0, corpus=corpus, cache_root=tmp_path, pretrain_steps=5, pretrain_corpus=corpus[:10])
+    lines = [r.getMessage() for r in caplog.records if r.name == "chorus.progress"]
+    assert lines[0] == "pretraining the tiny base 1/5, ETA ?" and lines[-1] == "pretraining the tiny base 5/5, ETA 0s"
+    seen = []
+    on_step = throttled(lambda phase, done, total: seen.append(done), "x")
+    for done in range(1, 6):
+        on_step(done, 5)
+    assert seen == [1, 5]  # within 10 s: the first and the last step only
+
+
 def test_pretraining_lowers_the_lm_loss_and_is_part_of_the_recipe(tmp_path, corpus, monkeypatch):
     """pretrain_steps > 0: the initialised model is trained as an LM on the given corpus; its loss
     falls, its weights differ from the plain build of the same seed, the run repeats exactly, and

@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from chorus.config_schema import CONF_DIR, register_configs
+from chorus.config.schema import CONF_DIR, register_configs
 from chorus.train import auto_job, job_run_dir
 
 # the cheapest chorus.train job that writes summary.json: a registered checkpoint, scored on one task

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from chorus.config_schema import RLConf
+from chorus.config.schema import RLConf
 from chorus.policy import vllm_engine
 from chorus.policy.engines import Generation, SamplingParams, make_engine
 from chorus.policy.models import load_model

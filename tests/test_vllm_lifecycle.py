@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import vllm_standin
-from chorus.config_schema import RLConf
+from chorus.config.schema import RLConf
 from chorus.policy.engines import Generation
 from chorus.policy.vllm_engine import VLLMEngine, fence_cut, finish_reason, llm_kwargs, sampling_kwargs
 from chorus.rl.algos import get_algo

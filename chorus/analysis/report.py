@@ -62,7 +62,13 @@ PREMISE_POINTS = 5.0  # the paper's experts lie within this many Pass@1 points o
 def premise(experts) -> str:
     """Whether every expert is within PREMISE_POINTS of the best on Pass@1 (the paper's premise:
     experts alike on average), as a sentence."""
-    gap = 100 * (experts["pass_at_1"].max() - experts["pass_at_1"].min())
+    best, worst = experts["pass_at_1"].max(), experts["pass_at_1"].min()
+    gap = 100 * (best - worst)
+    if best == 0:  # alike only in passing nothing: nothing tells them apart, and no union can add a task
+        return ("Premise untestable: no expert passes any held-out task (Pass@1 0 for all), so they cannot differ "
+                "on what they solve; train longer, or evaluate on tasks within the model's reach.")
+    if worst == 1:
+        return "Premise untestable: every expert passes every held-out task, so no union can add one."
     if gap <= PREMISE_POINTS:
         return f"Premise met: every expert is within {PREMISE_POINTS:g} Pass@1 points of the best (spread {gap:.1f})."
     return (f"Premise not met: the experts' Pass@1 spans {gap:.1f} points (more than {PREMISE_POINTS:g}), "

@@ -111,7 +111,7 @@ def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | N
 
 def oracle_columns(oracle: dict) -> dict:
     """The oracle row's headroom columns (suffix "" for Pass@1, "_coverage", "_pass_at_k")."""
-    cols = {"oracle_notes": "; ".join(oracle["notes"].values()) or None,
+    cols = {"oracle_notes": "; ".join(dict.fromkeys(oracle["notes"].values())) or None,  # one metric's reason once
             "in_sample_pass_at_1": oracle["in_sample_pass_at_1"],
             "in_sample_mean_coverage": oracle["in_sample_mean_coverage"]}
     for m, suffix in (("pass_at_1", ""), ("mean_coverage", "_coverage"), ("pass_at_k", "_pass_at_k")):

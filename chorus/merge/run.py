@@ -1,10 +1,10 @@
 """Merge a teacher pool into one checkpoint and evaluate it like any run."""
 from __future__ import annotations
 
-from ..config_schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
-from ..job_context import JobContext
-from ..job_settings import MERGE_OPTIONS
-from ..rl.run import evaluate_checkpoint
+from ..config.schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
+from ..config.job_context import JobContext
+from ..config.job_settings import MERGE_OPTIONS
+from ..heldout import evaluate_checkpoint
 from .stream import merge_checkpoints
 
 

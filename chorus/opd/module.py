@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..config_schema import ConsolidationConf
+from ..config.schema import ConsolidationConf
 from ..rl.logprobs import completion_hidden
 from ..rl.losses import clipped_pg_loss
 from ..rl.module import RLModule

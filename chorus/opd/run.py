@@ -6,12 +6,13 @@ import functools
 import json
 from pathlib import Path
 
-from ..config_schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
-from ..job_context import JobContext
+from ..config.schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
+from ..config.job_context import JobContext
 from ..policy.engines import SamplingParams
 from ..policy.models import load_model
 from ..rl.algos import OPD_ALGO
-from ..rl.run import Objective, eval_device, train_rl
+from ..rl.run import Objective, train_rl
+from ..trainer_setup import eval_device
 from .module import OPDModule
 from .rollouts import TeacherModels, collect_opd
 from .teachers import Teacher, TeacherRewards, check_teachers, mean_rewards
@@ -45,7 +46,7 @@ def log_decisions(out: Path, step: int, batch) -> None:
 
 
 def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobContext, *, opd: ConsolidationConf,
-              rl: RLConf, trainer: TrainerConf | None = None) -> dict:
+              rl: RLConf, trainer: TrainerConf | None = None, ckpt_path: str | None = None) -> dict:
     """Distil the pool's teachers into `student` on its own samples, task by task where a teacher wins
     (by more than opd.margin); teachers without a reward table are estimated online (pool.online_samples)."""
     teachers = list(pool.teachers)
@@ -62,7 +63,7 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                                 micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk)
     module = functools.partial(OPDModule, opd=opd, teachers=models)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student)})
-    return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer,
+    return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer, ckpt_path=ckpt_path,
                     objective=Objective(collect=collect, module=module, log_batch=log_decisions))
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config_schema import RewardConfig, Teacher  # Teacher: one entry of teacher_pool.teachers
-from ..modes import MissingRewards, TeacherSource
+from ..config.schema import RewardConfig, Teacher  # Teacher: one entry of teacher_pool.teachers
+from ..config.modes import MissingRewards, TeacherSource
 from ..rl.rewards import reward
 from ..tracking.identity import variants
 from ..tracking.run_dir import PARQUET, TABLE, kept_answers, read_table

@@ -50,9 +50,10 @@ def lr_at(step: int, spec: PretrainSpec) -> float:
     return spec.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
 
 
-def pretrain(model, blocks: torch.Tensor, spec: PretrainSpec, seed: int = 0) -> list[float]:
+def pretrain(model, blocks: torch.Tensor, spec: PretrainSpec, seed: int = 0, on_step=None) -> list[float]:
     """spec.steps AdamW steps of next-token loss on random batches of `blocks`; returns each step's
-    loss. The order of batches is drawn from `seed`, so a build is repeatable on one machine."""
+    loss. The order of batches is drawn from `seed`, so a build is repeatable on one machine.
+    `on_step(done, total)` hears each finished step (progress)."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
     model.train()
@@ -68,5 +69,7 @@ def pretrain(model, blocks: torch.Tensor, spec: PretrainSpec, seed: int = 0) -> 
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(float(loss.detach()))
+        if on_step:
+            on_step(step + 1, spec.steps)
     model.eval()
     return losses

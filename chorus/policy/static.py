@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..modes import Quality
+from ..config.modes import Quality
 from ..stimulus.aliases import alias_map
 from ..stimulus.formats import render
 from ..stimulus.program import parse_vectors, random_program

@@ -13,6 +13,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..tracking.progress import Progress, throttled
+
 # Qwen3Config kwargs. `s` is the design-card model (~3.4M parameters). head_dim is explicit because
 # Qwen3 does not derive it from hidden/heads; tied embeddings keep the vocabulary from dominating.
 PRESETS: dict[str, dict] = {
@@ -135,7 +137,8 @@ def _build_into(path: Path, size: str, seed: int, corpus: list[str], chash: str,
 
         spec, texts, phash = pretrain
         blocks = pack(tokenizer, texts, spec.seq_len)
-        losses = run_pretrain(model, blocks, spec, seed=seed)
+        losses = run_pretrain(model, blocks, spec, seed=seed,
+                              on_step=throttled(Progress(None).update, "pretraining the tiny base"))
         trained = {"pretrain": spec.to_dict(), "pretrain_corpus_hash": phash, "pretrain_blocks": len(blocks),
                    "pretrain_loss_first": losses[0], "pretrain_loss_last": losses[-1]}
     model.save_pretrained(path)

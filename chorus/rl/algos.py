@@ -1,5 +1,5 @@
 """The `rl_algo` registry. An algorithm's settings (clip range, KL, dynamic sampling, overlong
-buffer) are RLAlgoConf's defaults in config_schema.py overlaid with conf/rl_algo/<name>.yaml, and
+buffer) are RLAlgoConf's defaults in config/schema.py overlaid with conf/rl_algo/<name>.yaml, and
 nowhere else; what is not a setting, its advantage estimator and loss aggregation, is ESTIMATORS
 below. A new algorithm is one entry there and one YAML file."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
-from ..config_schema import CONF_DIR, RLAlgoConf
+from ..config.schema import CONF_DIR, RLAlgoConf
 from .advantages import ADVANTAGES
 
 

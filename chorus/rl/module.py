@@ -16,7 +16,7 @@ from typing import Callable
 import lightning as L
 import torch
 
-from ..config_schema import RLConf
+from ..config.schema import RLConf
 from .algos import RLAlgo
 from .logprobs import Forward, forward_logprobs
 from .losses import (clipped_pg_loss, k3_kl, micro_slices, minibatch_counts, minibatch_normalizers, minibatch_slices,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import lightning as L
 
-from ..job_context import Preempted
+from ..config.job_context import Preempted
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

@@ -5,7 +5,7 @@ of group baselines and receive advantage 0.
 """
 from __future__ import annotations
 
-from ..config_schema import RewardConfig  # rl.reward's schema, its defaults and what each term does
+from ..config.schema import RewardConfig  # rl.reward's schema, its defaults and what each term does
 
 FAILED_TO_RUN = ("compile_error", "rejected", "timeout", "runtime_error", "missing")
 # the statuses whose coverage is the reward: a run that stopped on an error (a fatal, the output

@@ -17,16 +17,14 @@ from typing import Callable
 
 import lightning as L
 import torch
-from omegaconf import OmegaConf
 
-from ..config_schema import RLConf, TrainerConf
-from ..job_context import JobContext
+from ..config.job_context import JobContext
+from ..config.schema import RLConf, TrainerConf
+from ..heldout import evaluate_policy
 from ..policy.engines import SamplingParams, make_engine
 from ..policy.models import check_dtype, export_merged, load_model
-from ..protocol.direct import run_direct
-from ..tracking.run_dir import write_run
-from ..tracking.timing import add_seconds, rounded
-from ..tracking.summary import summarize
+from ..tracking.timing import add_seconds
+from ..trainer_setup import build_trainer, eval_device, lightning_errors, use_gradient_checkpointing
 from .algos import RLAlgo
 from .module import Hooks, RLModule
 from .preemption import StopOnSignal
@@ -97,54 +95,6 @@ def _trim_logs(paths, step: int) -> None:
             p.write_text("".join(ln + "\n" for ln in keep))
 
 
-def evaluate_policy(engine, tokenizer, tasks, rl: RLConf, ctx: JobContext, *, out_dir: Path | None = None,
-                    meta: dict | None = None, phase: str = "held-out evaluation") -> dict:
-    """Sample and score the held-out tasks as rl.eval_* says into out_dir (default: the run dir):
-    per_task + summary.json (scores and `meta`) under the job's pass rule (ctx.meta's pass_coverage),
-    the periodic step-N evaluations included."""
-    n_samples = rl.eval_samples
-    ctx.progress.start(phase, len(tasks) * n_samples)
-    rows = run_direct(tasks, engine, tokenizer, ctx.fmt, n_samples, eval_sampling(rl, ctx.seed), ctx.sim,
-                      workers=ctx.workers, executor=ctx.executor, max_prompt_tokens=rl.max_prompt_tokens,
-                      batch_tasks=rl.prompts_per_generate, timing=ctx.timing,
-                      progress=False, on_progress=ctx.progress.callback(phase))
-    summary = {**summarize(rows, ctx.meta.get("pass_coverage")), "format": ctx.fmt, "policy": "model",
-               **(meta or {}), "timing": rounded(ctx.timing)}
-    write_run(ctx.out if out_dir is None else out_dir, rows, summary)
-    return summary
-
-
-def eval_sampling(rl: RLConf, seed: int) -> SamplingParams:
-    """How held-out evaluations sample: rl.eval_temperature (default: the training temperature)."""
-    temperature = rl.temperature if rl.eval_temperature is None else rl.eval_temperature
-    return SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=temperature, seed=seed + 1)
-
-
-def evaluate_checkpoint(checkpoint: str, tasks, rl: RLConf, ctx: JobContext, *, meta: dict | None = None,
-                        trainer: TrainerConf | None = None) -> dict:
-    """Score a saved checkpoint on held-out tasks into the run dir (per_task + summary.json with the
-    run's metadata, `meta` and the checkpoint). It runs where and as `trainer` computes: loaded in
-    ctx.dtype on eval_device(trainer), converted and run under trainer.precision's plugin, which is
-    how a trained policy's final evaluation runs inside fit, so SFT stages, experts and merges in one
-    table are evaluated alike (fp32 weights, bf16 compute under bf16-mixed)."""
-    trainer = trainer or TrainerConf()
-    device = eval_device(trainer)
-    precision = evaluation_precision(trainer, device)
-    model, tok = load_model("hf", path=str(checkpoint), dtype=ctx.dtype, device=device)
-    model = precision.convert_module(model)
-    with precision.forward_context():
-        return evaluate_policy(make_engine("hf", model, tok, generation=rl.generation), tok, tasks, rl, ctx,
-                               meta={**ctx.meta, **(meta or {}), "checkpoint": str(checkpoint)})
-
-
-def evaluation_precision(trainer: TrainerConf, device: torch.device):
-    """Lightning's precision plugin for trainer.precision on `device` (one device: evaluation does not
-    shard), built the way fit builds it, so '16-mixed' on a CPU is refused as training would refuse it."""
-    accelerator, devices = ("cuda", [device.index or 0]) if device.type == "cuda" else ("cpu", 1)
-    return L.Trainer(accelerator=accelerator, devices=devices, precision=trainer.precision, logger=False,
-                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False).precision_plugin
-
-
 @dataclass
 class Objective:
     """What a policy-training run optimises: how a step's batch is collected, which module updates
@@ -171,9 +121,11 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
 
 
 def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl: RLConf,
-             trainer: TrainerConf | None = None, objective: Objective = Objective()) -> dict:
+             trainer: TrainerConf | None = None, objective: Objective = Objective(),
+             ckpt_path: str | None = None) -> dict:
     """RL (or another on-policy objective) from `init` into ctx.out for rl.steps rollout iterations;
-    resumes from <run dir>/ckpt/last.ckpt if rl.resume. ctx.on_step also hears each step's scalars."""
+    resumes from <run dir>/ckpt/last.ckpt if rl.resume, else from the Lightning checkpoint `ckpt_path`
+    when given (its step, optimizer and data position). ctx.on_step also hears each step's scalars."""
     trainer = trainer or TrainerConf()
     check_run(algo, rl, trainer)
     out = ctx.out
@@ -252,12 +204,13 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
                                   logit_chunk=trainer.logit_chunk)
         last = ckpt_dir / "last.ckpt"
-        resume = str(last) if rl.resume and last.exists() else None
+        resume = str(last) if rl.resume and last.exists() else ckpt_path
         _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), _checkpoint_step(resume) if resume else 0)
         model.train()
         with warnings.catch_warnings():  # the post-update state is exactly what a resume needs
             warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
-            fit.fit(module, torch.utils.data.DataLoader(_Ticks(), batch_size=None), ckpt_path=resume)
+            with lightning_errors():
+                fit.fit(module, torch.utils.data.DataLoader(_Ticks(), batch_size=None), ckpt_path=resume)
         if fit.interrupted:
             raise KeyboardInterrupt
         if not fit.is_global_zero:
@@ -276,51 +229,11 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}
 
 
-def eval_device(trainer: TrainerConf, cuda_available: bool | None = None) -> torch.device:
-    """The device rank 0 trains on, where evaluations and teachers belong: the first CUDA device
-    `trainer.devices` names when the accelerator is a GPU (cuda, gpu, or auto with CUDA present),
-    else the CPU. Lightning moves the module back to the CPU at the end of fit; the final evaluation
-    moves the policy here again rather than generating on the CPU."""
-    accel = str(trainer.accelerator).lower()
-    if cuda_available is None:
-        cuda_available = torch.cuda.is_available()
-    if accel not in ("cuda", "gpu") and not (accel == "auto" and cuda_available):
-        return torch.device("cpu")
-    devices = trainer.devices
-    if isinstance(devices, str) and "," in devices:  # Lightning's "1,3" (or "2,") names device indices
-        devices = [int(d) for d in devices.split(",") if d.strip()]
-    if isinstance(devices, (list, tuple)) or OmegaConf.is_list(devices):
-        return torch.device("cuda", int(list(devices)[0]))
-    return torch.device("cuda", 0)  # a count (or "auto", -1) starts at device 0
-
-
-def use_gradient_checkpointing(model, trainer: TrainerConf) -> bool:
-    """Turn on activation checkpointing (non-reentrant: it works with frozen embeddings under LoRA and
-    with a detached old-policy pass) as trainer.gradient_checkpointing says; null: where the policy
-    trains on a GPU. transformers checkpoints only in train mode, so rollouts and evaluations are not
-    slowed. Returns whether it is on."""
-    on = trainer.gradient_checkpointing
-    if on is None:
-        on = eval_device(trainer).type == "cuda"
-    if on:
-        if not getattr(model, "supports_gradient_checkpointing", False):
-            raise ValueError(f"trainer.gradient_checkpointing=true, but {type(model).__name__} does not support it; "
-                             "set trainer.gradient_checkpointing=false")
-        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2 renamed it
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return bool(on)
-
-
 def _lightning(rl: RLConf, trainer: TrainerConf, out: Path, ckpt_dir: Path) -> L.Trainer:
     """The Lightning trainer of a run: rl.steps optimizer steps, a resumable checkpoint every rl.save_every
     and at a SIGTERM or SIGINT, which then stops the run (preemption.Preempted)."""
     checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl.save_every,
                                                         save_last=True, save_top_k=0)
-    return L.Trainer(max_steps=rl.steps, accelerator=trainer.accelerator, devices=trainer.devices,
-                     num_nodes=trainer.num_nodes, strategy=trainer.strategy, precision=trainer.precision,
-                     logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"),
-                     callbacks=[StopOnSignal(ckpt_dir / "last.ckpt"), checkpointing],
-                     enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(out),
-                     limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)
+    return build_trainer(trainer, max_steps=rl.steps, logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"),
+                         callbacks=[StopOnSignal(ckpt_dir / "last.ckpt"), checkpointing], default_root_dir=str(out),
+                         limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)

@@ -8,10 +8,10 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from ..config_schema import TrainerConf
+from ..config.schema import TrainerConf
 from ..policy.models import export_merged, load_model
 from ..rl.preemption import StopOnSignal
-from ..rl.run import use_gradient_checkpointing
+from ..trainer_setup import build_trainer, lightning_errors, use_gradient_checkpointing
 from .data import Example
 from .dataset import Collator, encode
 from .module import SFTModule
@@ -40,7 +40,8 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
     module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps, on_step=on_step,
                        logit_chunk=trainer.logit_chunk)
     fit = sft_trainer(trainer, steps, grad_clip, out_dir)
-    fit.fit(module, loader)
+    with lightning_errors():
+        fit.fit(module, loader)
     if fit.interrupted:
         raise KeyboardInterrupt
     if not fit.is_global_zero:
@@ -53,8 +54,5 @@ def sft_trainer(trainer: TrainerConf, steps: int, grad_clip: float, out_dir: str
     """SFT's Lightning trainer on the job's `trainer` settings (conf/trainer: cpu, gpu, ddp, fsdp). The
     model keeps fp32 master weights; `trainer.precision` (bf16-mixed on GPUs) sets the compute. A SIGTERM
     or SIGINT stops it after the step under way (preemption.Preempted; a stage starts again when re-run)."""
-    return L.Trainer(max_steps=steps, accelerator=trainer.accelerator, devices=trainer.devices,
-                     num_nodes=trainer.num_nodes, strategy=trainer.strategy, precision=trainer.precision,
-                     logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                     enable_model_summary=False, gradient_clip_val=grad_clip, default_root_dir=str(out_dir),
-                     callbacks=[StopOnSignal()])
+    return build_trainer(trainer, max_steps=steps, callbacks=[StopOnSignal()], logger=False, enable_checkpointing=False,
+                         gradient_clip_val=grad_clip, default_root_dir=str(out_dir))

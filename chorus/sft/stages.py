@@ -9,9 +9,9 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from ..config_schema import SFTStageConf, TrainerConf
-from ..modes import RepairSource
-from ..job_context import JobContext
+from ..config.schema import SFTStageConf, TrainerConf
+from ..config.modes import RepairSource
+from ..config.job_context import JobContext
 from ..policy.models import resolve_path
 from ..tracking.identity import variants
 from ..tracking.timing import add_seconds
@@ -123,7 +123,7 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     """Train (or, with stage.checkpoint, register) one stage from `init` into the run dir on `trainer`
     (default: the CPU). SFT keeps float32 master weights (ctx.dtype is not read; trainer.precision sets
     the compute); ctx.on_step hears each step's loss. Ranks other than 0 return {}."""
-    from ..rl.run import eval_device
+    from ..trainer_setup import eval_device
 
     trainer = trainer or TrainerConf()
     check_stage(stage.name)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from ..modes import Split
+from ..config.modes import Split
 from .schema import Task, TaskFormatError
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"

@@ -15,7 +15,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..job_settings import BOOKKEEPING, used_settings
+from ..config.job_settings import BOOKKEEPING, used_settings
 
 RUN_RECORD = "run.json"
 

@@ -33,6 +33,19 @@ def format_duration(seconds: float | None) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+def throttled(report, phase: str, seconds: float = 10.0):
+    """on_step(done, total) calling report(phase, done, total) at the first step, then at most every
+    `seconds`, and at the last: a long loop's progress without a line per step."""
+    last = [float("-inf")]
+
+    def on_step(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last[0] >= seconds:
+            last[0] = now
+            report(phase, done, total)
+    return on_step
+
+
 class Progress:
     """Report the phases of one job into its run dir (or only to the log when `out` is None)."""
 

@@ -19,6 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+try:  # the slurm extra; without it the submitit launcher is refused (MISSING_SUBMITIT)
+    from submitit.helpers import Checkpointable
+except ImportError:
+    Checkpointable = object
+
 MISSING_SUBMITIT = "pipeline.launcher=submitit needs submitit: pip install 'chorus[slurm]'"
 
 
@@ -83,16 +88,33 @@ class LocalLauncher:
         return LocalStep(argv, log, env)
 
 
+STOP_GRACE_S = 60  # how long a stopped job waits for its step to save its checkpoint and end
+
+
 def run_logged(argv: list[str], log: str, env: dict, cwd: str) -> int:
     """A submitit job's body (module level, so it pickles by reference): the step as a subprocess,
-    its output into the step's log; returns its exit status. Stopping the job (cancel, timeout)
-    interrupts the wait here, which stops the step before the job goes."""
+    its output into the step's log; returns its exit status. Stopping the job (cancel, timeout,
+    pre-emption) interrupts the wait here: the step gets SIGTERM, which ends a training step with a
+    checkpoint (rl/preemption.py), and up to STOP_GRACE_S to exit before the job goes."""
     proc = _start(argv, Path(log), env, cwd, preexec=_terminate_with(os.getpid()))
     try:
         return proc.wait()
     except BaseException:
         os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
         raise
+
+
+class RunLogged(Checkpointable):
+    """run_logged as submitit's checkpointable callable: on a pre-emption or a timeout submitit
+    requeues the job with the same arguments (Checkpointable.checkpoint), and the step, run again,
+    resumes from the checkpoint its SIGTERM left. The pipeline keeps waiting on the same job."""
+
+    def __call__(self, argv: list[str], log: str, env: dict, cwd: str) -> int:
+        return run_logged(argv, log, env, cwd)
 
 
 @contextlib.contextmanager
@@ -171,7 +193,7 @@ class SubmititLauncher:
         self.executor.update_parameters(name=name)  # the job's name in squeue
         try:
             with _interruptible_children():
-                return SubmititStep(self.executor.submit(run_logged, argv, str(log), env, os.getcwd()))
+                return SubmititStep(self.executor.submit(RunLogged(), argv, str(log), env, os.getcwd()))
         except (FailedJobError, OSError) as exc:  # sbatch refused the job (its stderr), or is not there
             said = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
             return Refused(Ended(None, f"submitit could not submit it: {said} (pipeline.submitit.*)"))

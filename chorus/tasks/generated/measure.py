@@ -20,7 +20,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from ...modes import Quality
+from ...config.modes import Quality
 from ..schema import Task
 from . import DIFFICULTIES, FAMILIES, MIXED, calibrate_targets, generate_task
 

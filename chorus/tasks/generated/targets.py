@@ -70,6 +70,7 @@ def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: 
     from ...stimulus.aliases import alias_map
     from ...stimulus.formats import score, score_many
     from ...stimulus.program import random_program, render_vectors
+    from ...tracking.progress import Progress, throttled
 
     if not tasks:
         return tasks
@@ -94,8 +95,10 @@ def calibrate_targets(tasks: list[Task], workers: int | None = None, cache_dir: 
     if jobs:
         log.info("calibrating the targets of %d generated tasks (%d simulations; cached in %s)",
                  len(todo), len(jobs), root)
+        report, finished = throttled(Progress(None).update, "calibrating task targets"), []
         results = evaluate_many(jobs, cfg, workers, fn=functools.partial(score, "vectors", options={}),
-                                fn_many=functools.partial(score_many, "vectors", options={}))
+                                fn_many=functools.partial(score_many, "vectors", options={}),
+                                on_result=lambda i, r: finished.append(i) or report(len(finished), len(jobs)))
         for (t, path), (start, end) in zip(todo, spans):
             runs = results[start:end]
             bad = next((r for r in runs if r.status != "ok" or r.overall is None), None)

@@ -22,7 +22,7 @@ BOOKKEEPING = ("job", "runs_dir", "run_tag", "logger", "hydra", "simulator.worke
 # Groups that only set other settings (conf/experiment/): what they set is checked as composed.
 PRESETS = ("experiment",)
 COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
-# A held-out evaluation (rl.run.eval_sampling and evaluate_checkpoint read these).
+# A held-out evaluation (heldout.eval_sampling and evaluate_checkpoint read these).
 EVALUATION = ("rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature", "rl.max_new_tokens",
               "rl.max_prompt_tokens", "rl.generation")
 # Merge options per method: everything else under consolidation.* is refused for that method.
@@ -64,7 +64,7 @@ def _sft(c: dict) -> list[str]:
 
 def _rl(c: dict) -> list[str]:
     # The expert starts from its stage's checkpoint (sft_stage.checkpoint, else the stage's run dir).
-    return [*COMMON, "rl", "rl_algo", "trainer", "sft_stage.name", "sft_stage.checkpoint"]
+    return [*COMMON, "rl", "rl_algo", "trainer", "sft_stage.name", "sft_stage.checkpoint", "ckpt_path"]
 
 
 def _merge(c: dict) -> list[str]:
@@ -78,7 +78,7 @@ def _merge(c: dict) -> list[str]:
 def _opd(c: dict) -> list[str]:
     cons = c["consolidation"]
     uses = [*COMMON, *TEACHERS, "rl", "trainer", "teacher_pool", "consolidation.name", "consolidation.student",
-            "consolidation.margin", "consolidation.mode", "consolidation.teachers_in_memory"]
+            "consolidation.margin", "consolidation.mode", "consolidation.teachers_in_memory", "ckpt_path"]
     if cons["student"] == "soup":
         uses.append("consolidation.weights")
     if cons["mode"] == "direct":

@@ -18,8 +18,8 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-# config_schema.CONF_DIR (not imported from there: config_schema imports this module to register it)
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+# schema.CONF_DIR (not imported from there: schema imports this module to register it)
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 WIDTH = 100
 
 # One line per config group; tests/test_cli_help.py fails for a group of conf/ that is missing here.

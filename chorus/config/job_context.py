@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .sim import SimConfig
-from .sim.executor import Executor, make_executor
-from .tracking.progress import Progress
+from ..sim import SimConfig
+from ..sim.executor import Executor, make_executor
+from ..tracking.progress import Progress
 
 
 @dataclass

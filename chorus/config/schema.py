@@ -1,7 +1,7 @@
 """Hydra structured configs: the schema every YAML under conf/ is validated against, and the one
 place every setting's default lives (the simulator's: SimConfig in sim/config.py). A YAML option
 under conf/ states only what differs from these defaults (tests/test_config_defaults.py checks it);
-closed sets of strings are the enums of chorus/modes.py, so a bad value fails at composition.
+closed sets of strings are the enums of chorus/config/modes.py, so a bad value fails at composition.
 Library code builds Teacher and RewardConfig from here too. Imports stay light (no torch, pandas)."""
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from hydra.core.config_store import ConfigStore
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
 from .modes import Difficulty, Divergence, Engine, GenerationMode, Launcher, LogMode, MissingRewards, OPDMode, \
     Quality, RepairSource, SFTKind, Split, TeacherSource
-from .sim.config import SimConfig
+from ..sim.config import SimConfig
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 @dataclass
@@ -190,6 +190,11 @@ class TrainerConf:
     # completion positions whose vocabulary-wide logits exist at once in an update (rl/logprobs.py): at
     # a 151,936-token vocabulary each position is 0.6 MB in fp32
     logit_chunk: int = 1024
+    # any other argument of Lightning's Trainer (+trainer.extra.accumulate_grad_batches=4), checked against
+    # its signature; those chorus sets itself are refused with the setting that owns them (trainer_setup)
+    extra: Dict[str, Any] = field(default_factory=dict)
+    # Lightning callbacks, each {_target_: module.Class, <argument>: <value>}, after chorus's own
+    callbacks: List[Any] = field(default_factory=list)
 
 
 @dataclass(unsafe_hash=True)  # hashable: it is a default argument and field value (rl/rewards, rl/rollouts);
@@ -452,6 +457,9 @@ class TrainConf:
     # and refuse a plan that exceeds the device
     plan_only: bool = False
     plan_device_gib: Optional[float] = None  # the device the plan is for; null: the job's CUDA device
+    # RL and OPD: a Lightning checkpoint to start from (its step, optimizer state and data position);
+    # the run dir's own last.ckpt still wins when it has one (rl.resume)
+    ckpt_path: Optional[str] = None
 
 
 @dataclass
