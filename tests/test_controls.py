@@ -104,7 +104,7 @@ def test_the_controls_section_reads_each_set_and_the_positive_controls_opd():
 
 
 STUDY = Path(__file__).resolve().parent.parent / "analysis/studies/staged"
-# The study's three seeds (pipeline=staged_controls at 7651ca6, one AMD EPYC machine), as README's
+# The study's three seeds (pipeline=staged_controls at 7651ca6, one AMD EPYC machine), as docs/results.md's
 # table states them: Pass@1 % of the staged experts, of the same-stage control and of the family
 # experts, and the staged-minus-same-stage headroom in points.
 KEPT = {0: ([27.7, 25.4, 17.8], [17.8, 22.2, 18.0], [13.0, 9.8, 1.5], -3.12),
@@ -114,7 +114,7 @@ KEPT = {0: ([27.7, 25.4, 17.8], [17.8, 22.2, 18.0], [13.0, 9.8, 1.5], -3.12),
 
 def test_the_kept_evidence_recomputes_the_studys_table_and_verdict():
     """analysis/studies/staged/seedN (the study's own runs, kept by study_keep) gives the numbers
-    the README's table and verdict state, with no run dir: each set's Pass@1, the staged-minus-
+    docs/results.md's table and verdict state, with no run dir: each set's Pass@1, the staged-minus-
     same-stage difference, and the pre-registered criteria over the three seeds."""
     summaries = [seed_summary(STUDY / f"seed{s}", n_boot=500, seed=s) for s in KEPT]
     for s, (staged, same, families, diff) in zip(summaries, KEPT.values()):
@@ -127,4 +127,4 @@ def test_the_kept_evidence_recomputes_the_studys_table_and_verdict():
     assert not v["a"] and not v["b"] and not v["claim"]
     # the pooled estimate is the mean of the seeds' mean differences, whatever the resamples
     assert v["pooled_difference"] == pytest.approx(sum(d for *_, d in KEPT.values()) / len(KEPT), abs=0.01)
-    assert v["pooled_ci"][0] < 0 < v["pooled_ci"][1] and not v["c"]  # README: -0.1 [-1.7, +1.3]
+    assert v["pooled_ci"][0] < 0 < v["pooled_ci"][1] and not v["c"]  # docs/results.md: -0.1 [-1.7, +1.3]

@@ -1,6 +1,6 @@
 """The memory plan (chorus/memory_plan.py): parameter counts against Qwen3's published sizes,
 activation coefficients against the tensors real Qwen3 layers save for backward (counted with
-saved_tensors_hooks, so the check does not depend on an allocator), and plan_only on the README's
+saved_tensors_hooks, so the check does not depend on an allocator), and plan_only on docs/howto/gpus.md's
 Qwen3-4B recipe: it fits a 141 GB device with checkpointing and not without."""
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""The staged study's controls and its pre-registered verdict (issue 27; the rule is the README's).
+"""The staged study's controls and its pre-registered verdict (issue 27; the rule is docs/results.md's).
 
 A pipeline run with pipeline.controls writes controls.json into its runs_dir: the run dirs of each
 expert set (`staged`: one DAPO expert per SFT stage; `same_stage`: one stage's expert and more RL
@@ -187,7 +187,7 @@ def controls_markdown(s: dict) -> str:
 
 
 def verdict_markdown(v: dict, summaries: list[dict]) -> str:
-    """The pre-registered verdict as the README states it, with every number it rests on."""
+    """The pre-registered verdict as docs/results.md states it, with every number it rests on."""
     yes = {True: "holds", False: "fails"}
     lines = ["| seed dir | staged experts' Pass@1 spread (points) | staged headroom [lower bound] | "
              "same-stage headroom | staged - same-stage |", "|---|---|---|---|---|"]
