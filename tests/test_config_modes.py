@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
-from chorus import modes
+from chorus.config import modes
 from chorus.config.schema import CONF_DIR, register_configs
 
 register_configs()
