@@ -305,6 +305,7 @@ def test_a_soup_over_a_pipelines_experts_in_hashed_dirs_via_from_runs(experts, t
     for stage, path in zip(("stage1", "stage2"), experts):
         shutil.copytree(path, pipeline / f"rl/dapo/{stage}-0123abcd/hf")
         (pipeline / f"rl/dapo/{stage}-0123abcd/summary.json").write_text(json.dumps({"model": "tiny-xs"}))
+    shutil.copytree(experts[1], pipeline / "rl/dapo/stage1-same1-0123abcd/hf")  # a control's tagged run: not a teacher
     runs = tmp_path / "runs"
     p = _train("consolidation=soup", "teacher_pool=two_experts", f"teacher_pool.from_runs={pipeline}",
                f"runs_dir={runs}", "logger=none", *SMALL_EVAL, f"hydra.run.dir={tmp_path / 'h'}")

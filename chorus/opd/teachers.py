@@ -9,6 +9,7 @@ them) either raises or falls back, as `teacher_pool.missing` says (error | onlin
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -50,11 +51,14 @@ def _variants(checkpoint: Path, index: int, name: str) -> str:
             f"teacher_pool.teachers.{index}.checkpoint=<an existing model>")
 
 
+UNTAGGED = re.compile(r"-[0-9a-f]{8}")  # what follows a group path's name in a run dir made without run_tag
+
+
 def pool_from_runs(teachers: list[dict], base: str | None, runs_dir: str, from_runs: str) -> tuple[list[dict], str | None]:
     """A pool's teachers and base found in another runs dir (a pipeline's): each checkpoint under
     runs_dir is looked up at the same group path under `from_runs`, plain or made with other settings
-    (<dir>-<tag or hash>, as a pipeline's steps are). Exactly one run must match each; paths outside
-    runs_dir are kept as given."""
+    (<dir>-<hash>, as a pipeline's steps are; tagged runs, <dir>-<tag>-<hash>, are variants and not
+    looked at). Exactly one run must match each; paths outside runs_dir are kept as given."""
     root, other = Path(runs_dir), Path(from_runs)
     if not other.is_dir():
         raise ValueError(f"teacher_pool.from_runs={from_runs} is not a folder; give the runs dir of a pipeline "
@@ -70,8 +74,10 @@ def pool_from_runs(teachers: list[dict], base: str | None, runs_dir: str, from_r
         if rel.name != "hf" or len(rel.parts) < 2:
             return str(other / rel)
         group = other / rel.parent
-        found = sorted(p.parent for p in [group / "hf", *group.parent.glob(f"{group.name}-*/hf")]
-                       if (p / "config.json").exists())
+        # the plain dir, or one with only the hash of its settings; a run_tag marks a deliberate variant
+        # (a pipeline's controls: -same<i>, -fam<i>), never the pool's expert
+        hashed = [d / "hf" for d in group.parent.glob(f"{group.name}-*") if UNTAGGED.fullmatch(d.name[len(group.name):])]
+        found = sorted(p.parent for p in [group / "hf", *hashed] if (p / "config.json").exists())
         if not found and what == "teacher_pool.base":
             return None  # only task-vector merges read a base; they say so when it is missing
         if len(found) != 1:
