@@ -61,16 +61,13 @@ def run_dir_of(line: list[str]) -> Path:
     from omegaconf.errors import OmegaConfBaseException
 
     from .config.schema import CONF_DIR, register_configs
-    from .config.job_settings import check_settings
-    from .train import auto_job, container, job_label, job_run_dir, resolve_pool
+    from .train import checked_job, job_run_dir, resolve_pool
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         try:
             node = compose(config_name="train", overrides=line)
-            c = container(node)
-            job = auto_job(c)
-            check_settings(job, job_label(job, c), c, node, line)
+            c, job = checked_job(node, line)
             c = resolve_pool(job, node, c)
         except (HydraException, OmegaConfBaseException) as exc:
             raise ValueError(f"{str(exc).splitlines()[0]} (in: {' '.join(line)})") from exc

@@ -14,11 +14,9 @@ from pathlib import Path
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .config.job_settings import check_settings
-from .train import auto_job, job_label
+from .train import checked_job
 from .config.schema import CONF_DIR, register_configs
 
 HEAD = ["${env}", "${interpreter}", "-m", "chorus.train"]
@@ -72,10 +70,7 @@ def check_sweep(path: str | Path, run_id: str = "sweeprun1") -> list[str]:
                 problems.setdefault(f"{bad[0]} is not a Hydra value; write the string \"null\" in the sweep", "")
                 continue
             try:
-                node = compose(config_name="train", overrides=line)
-                cfg = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
-                job = auto_job(cfg)
-                check_settings(job, job_label(job, cfg), cfg, node, line)  # what chorus.train would refuse
+                cfg, _ = checked_job(compose(config_name="train", overrides=line), line)  # what chorus.train refuses
             except (HydraException, OmegaConfBaseException, ValueError) as exc:
                 problems.setdefault(str(exc).splitlines()[0], f" (in: {' '.join(line)})")
                 continue

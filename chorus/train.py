@@ -169,6 +169,18 @@ def default_config(job: str, c: dict) -> dict:
                                                              *(f"{g}={c[g]['name']}" for g in groups[job])]))
 
 
+def checked_job(cfg: DictConfig, overrides: list[str]) -> tuple[dict, str]:
+    """The composed config as plain data and the job it runs, refused as chorus.train refuses it: an
+    unknown job, or a setting the job would not read (job_settings.check_settings). The sweep tools
+    check their command lines through here too."""
+    c = container(cfg)
+    job = auto_job(c)
+    if job not in JOBS:
+        raise ValueError(f"unknown job {job!r}; choose one of {list(JOBS)}")
+    check_settings(job, job_label(job, c), c, cfg, overrides)
+    return c, job
+
+
 def check_lightning(conf: TrainConf) -> None:
     """trainer.extra and trainer.callbacks against Lightning, and ckpt_path's file, before anything starts."""
     if conf.trainer.extra or conf.trainer.callbacks:
@@ -273,14 +285,10 @@ def memory_plan(job: str, c: dict, conf: TrainConf) -> str | None:
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     quiet_third_party()
-    c = container(cfg)
     overrides = list(HydraConfig.get().overrides.task)
     primary = process_rank() == 0  # under DDP every rank runs this job; one writes the run's records
     try:
-        job = auto_job(c)
-        if job not in JOBS:
-            raise ValueError(f"unknown job {job!r}; choose one of {list(JOBS)}")
-        check_settings(job, job_label(job, c), c, cfg, overrides)
+        c, job = checked_job(cfg, overrides)
         c = resolve_pool(job, cfg, c)
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
         check_lightning(conf)

@@ -14,7 +14,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from chorus.config.job_settings import check_settings
 from chorus.config.schema import CONF_DIR, register_configs
-from chorus.train import auto_job, container, job_label
+from chorus.train import checked_job, container
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -135,11 +135,10 @@ def test_documented_command_is_accepted(where, job, args, monkeypatch):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for overrides in runs_of(args):
             node = compose(config_name=job, overrides=overrides)
-            c = container(node)
             if job == "train":
-                kind = auto_job(c)
-                check_settings(kind, job_label(kind, c), c, node, overrides)
+                checked_job(node, overrides)
             elif job == "evaluate":
+                c = container(node)
                 check_settings("evaluate", f"policy={c['policy']['name']}", c, node, overrides)
 
 
