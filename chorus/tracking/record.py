@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -48,8 +47,9 @@ def checkpoint_model(checkpoint: str | Path | None) -> str | None:
             continue
         if model:
             return str(model)
-    tiny = re.match(r"^(tiny-[a-z0-9]+)-seed\d+", path.name)
-    return tiny.group(1) if tiny else None
+    from ..policy.tiny import tiny_model_name
+
+    return tiny_model_name(path)
 
 
 def run_metadata(job: str, model: str | None, seed: int | None, sft_stage: str | None = None,
