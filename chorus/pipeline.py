@@ -40,7 +40,8 @@ def plan(c: dict) -> list:
     unknown = sorted(set(p["stages"]) - set(STAGES))
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown} in pipeline.stages; use {list(STAGES)}")
-    base, shared = [f"runs_dir={c['runs_dir']}", f"seed={c['seed']}"], [*p["train"], *c["extra"]]
+    base, train, extra = [f"runs_dir={c['runs_dir']}", f"seed={c['seed']}"], list(p["train"]), list(c["extra"])
+    shared = [*train, *extra]
     reached: set[str] = set()
 
     def compose_step(name: str, overrides: list[str]) -> dict:
@@ -49,58 +50,65 @@ def plan(c: dict) -> list:
         except Exception as exc:  # Hydra's and OmegaConf's errors name the bad override
             raise ValueError(f"step {name}: {str(exc).splitlines()[0]}") from None
 
-    def step(name: str, own: list[str], after: list[str]) -> Step:
-        full = compose_step(name, base + shared + own)
+    def step(name: str, own: list[str], after: list[str], wiring: list[str] = ()) -> Step:
+        """`own`: the preset's settings of this step (its stage's, rl's, opd's ...); `wiring`: what the
+        plan itself sets (the job, the checkpoints it starts from, seeds and tags of controls). Later
+        overrides win in Hydra, so the order is the precedence: the preset's train, the step's own
+        preset settings, then the user's `extra` (extra wins over any preset, as documented), and the
+        wiring last (no setting can detach a step from the steps it is planned after)."""
+        own, wiring = list(own), list(wiring)
+        full = compose_step(name, base + train + own + extra + wiring)
         job = auto_job(full)
         uses = used_settings(job, full)
-        routed = [o for o in shared if is_used(override_key(o), uses)]
-        reached.update(routed)
-        overrides = base + routed + own
+        routed_train, routed_extra = ([o for o in group if is_used(override_key(o), uses)] for group in (train, extra))
+        reached.update(routed_train + routed_extra)
+        overrides = base + routed_train + own + routed_extra + wiring
         job_cfg = compose_step(name, overrides)
-        ignored = unused_overrides(job, job_cfg, own)
+        ignored = unused_overrides(job, job_cfg, own + wiring)
         if ignored:
             raise ValueError(f"step {name}: {job_label(job, job_cfg)} does not use {ignored[0]}; remove it from the preset")
         out, record = job_run_dir(job_cfg, job)
-        owns[name] = own
+        owns[name] = (own, wiring)
         return Step(name, "chorus.train", overrides, out, after, identity=record["identity"],
                     changed=record["changed"])
 
     steps: dict[str, Step] = {}
-    owns: dict[str, list[str]] = {}  # each step's own overrides (without the shared ones)
+    owns: dict[str, tuple] = {}  # each step's (own preset settings, wiring): without the shared ones
 
-    def consolidation_step(name: str, method: str, extra: list[str], experts: dict, tag: str = "") -> Step:
+    def consolidation_step(name: str, method: str, preset: list[str], experts: dict, tag: str = "") -> Step:
         """method over `experts` (teacher name -> its step), the pool's teachers pointed at their planned
         checkpoints in order (and renamed where the names differ from the pool's)."""
-        own = [f"consolidation={method}", *extra, *([f"run_tag={tag}"] if tag else [])]
-        pool = compose_step(name, base + shared + own)["teacher_pool"]["teachers"]
+        wiring = [f"consolidation={method}", *([f"run_tag={tag}"] if tag else [])]
+        pool = compose_step(name, base + train + list(preset) + extra + wiring)["teacher_pool"]["teachers"]
         if len(pool) != len(experts):
             raise ValueError(f"step {name}: teacher_pool has {len(pool)} teachers for {len(experts)} experts")
         for i, (teacher, (expert, source)) in enumerate(zip(pool, experts.items())):
-            own.append(f"teacher_pool.teachers.{i}.checkpoint={source.run_dir / 'hf'}")
+            wiring.append(f"teacher_pool.teachers.{i}.checkpoint={source.run_dir / 'hf'}")
             if teacher["name"] != expert:
-                own.append(f"teacher_pool.teachers.{i}.name={expert}")
+                wiring.append(f"teacher_pool.teachers.{i}.name={expert}")
         if method != "soup":
-            own.append(f"teacher_pool.base={checkpoint_of('stage0')}")
-        return step(name, own, [e.name for e in experts.values()])
+            wiring.append(f"teacher_pool.base={checkpoint_of('stage0')}")
+        return step(name, preset, [e.name for e in experts.values()], wiring)
 
     def checkpoint_of(stage: str) -> str:  # what a stage hands on: the real checkpoint, else its planned dir
         return ext.get(stage) or str(steps[f"sft/{stage}"].run_dir / "hf")
 
     prev = None
     for stage in STAGES:
-        own = ["job=sft", f"sft_stage={stage}", *p["stages"].get(stage, [])]
+        wiring = ["job=sft", f"sft_stage={stage}"]
         if stage in ext:
-            own.append(f"sft_stage.checkpoint={ext[stage]}")
+            wiring.append(f"sft_stage.checkpoint={ext[stage]}")
         elif prev:
-            own.append(f"sft_stage.init={checkpoint_of(prev)}")
-        steps[f"sft/{stage}"] = step(f"sft/{stage}", own, [f"sft/{prev}"] if prev and stage not in ext else [])
+            wiring.append(f"sft_stage.init={checkpoint_of(prev)}")
+        steps[f"sft/{stage}"] = step(f"sft/{stage}", p["stages"].get(stage, []),
+                                     [f"sft/{prev}"] if prev and stage not in ext else [], wiring)
         prev = stage
     for stage in STAGES:
-        steps[f"rl/{stage}"] = step(f"rl/{stage}", ["job=rl", f"sft_stage={stage}", *p["rl"],
-                                                    f"sft_stage.checkpoint={checkpoint_of(stage)}"], [f"sft/{stage}"])
+        steps[f"rl/{stage}"] = step(f"rl/{stage}", p["rl"], [f"sft/{stage}"],
+                                    ["job=rl", f"sft_stage={stage}", f"sft_stage.checkpoint={checkpoint_of(stage)}"])
     experts = {s: steps[f"rl/{s}"] for s in STAGES}
-    for method, extra in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
-        steps[f"consolidation/{method}"] = consolidation_step(f"consolidation/{method}", method, extra, experts)
+    for method, preset in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
+        steps[f"consolidation/{method}"] = consolidation_step(f"consolidation/{method}", method, preset, experts)
     if p["controls"]["families"] and "stage0" in ext:
         raise ValueError("pipeline.controls.families fine-tunes the base as stage 0 does; it cannot run with "
                          "checkpoints.stage0 (an external stage 0)")
@@ -128,9 +136,10 @@ def control_steps(ctl: dict, opd: list[str], seed: int, step, consolidation_step
         if ctl["same_stage_runs"] < 2:
             raise ValueError("pipeline.controls.same_stage_runs must be >= 2 (the stage's expert and another RL seed)")
         expert = steps[f"rl/{stage}"]
+        own, wiring = owns[expert.name]
         for i in range(1, ctl["same_stage_runs"]):
-            out.append(step(f"control/same/{stage}-rl{i}", [*owns[expert.name], f"seed={seed + 1000 * i}",
-                                                            f"run_tag=same{i}"], expert.after))
+            out.append(step(f"control/same/{stage}-rl{i}", own, expert.after,
+                            [*wiring, f"seed={seed + 1000 * i}", f"run_tag=same{i}"]))
     groups = ctl["families"]
     if groups:
         flat = [f for g in groups for f in g]
@@ -138,12 +147,12 @@ def control_steps(ctl: dict, opd: list[str], seed: int, step, consolidation_step
             raise ValueError(f"pipeline.controls.families={groups} must be >= 2 disjoint, non-empty family groups")
         experts = {}
         for i, group in enumerate(groups):
-            own = [o for o in owns["sft/stage0"] if not o.startswith("sft_stage.tasks.families=")]
-            sft = step(f"control/families/sft{i}", [*own, f"sft_stage.tasks.families=[{','.join(group)}]",
-                                                   f"run_tag=fam{i}"], [])
-            ckpt = [o for o in owns["rl/stage0"] if not o.startswith("sft_stage.checkpoint=")]
-            experts[f"fam{i}"] = step(f"control/families/rl{i}", [*ckpt, f"sft_stage.checkpoint={sft.run_dir / 'hf'}",
-                                                                f"run_tag=fam{i}"], [sft.name])
+            own, wiring = owns["sft/stage0"]
+            sft = step(f"control/families/sft{i}", own, [], [*wiring, f"sft_stage.tasks.families=[{','.join(group)}]", f"run_tag=fam{i}"])
+            own, wiring = owns["rl/stage0"]
+            wiring = [o for o in wiring if not o.startswith("sft_stage.checkpoint=")]
+            experts[f"fam{i}"] = step(f"control/families/rl{i}", own, [sft.name],
+                                      [*wiring, f"sft_stage.checkpoint={sft.run_dir / 'hf'}", f"run_tag=fam{i}"])
             out += [sft, experts[f"fam{i}"]]
         out.append(consolidation_step("control/families/opd", "opd", [*opd, *ctl["opd"]], experts, tag="families"))
     return out

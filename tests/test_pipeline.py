@@ -72,6 +72,40 @@ def test_real_checkpoints_replace_stages_and_extra_reaches_the_jobs_that_read_it
     assert {s.name for s in steps if "model.dtype=bfloat16" in s.overrides} == on_policy
 
 
+def step_cfg(step) -> dict:
+    """A planned step's config as its job composes it."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return OmegaConf.to_container(compose(config_name="train", overrides=step.overrides), resolve=True)
+
+
+def test_extra_wins_over_every_preset_list_and_the_wiring_wins_over_extra(tmp_path):
+    """The tiny preset's rl and opd lists set rl.steps=8, group 4, lr 3e-5 / 2e-5; extra's values must
+    be what every planned expert, control and OPD step composes (before, the preset's won)."""
+    _, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=tiny", "pipeline.controls.same_stage=stage1",
+                            'extra=["rl.steps=200","rl.group_size=8","rl.lr=1e-6","sft_stage.steps=7","seed=5"]')
+    by = {s.name: s for s in steps}
+    trained = [n for n in by if n.startswith(("rl/", "control/same/")) or n == "consolidation/opd"]
+    assert len(trained) == 6  # 3 experts, 2 same-stage controls (same_stage_runs=3), OPD
+    for name in trained:
+        rl = step_cfg(by[name])["rl"]
+        assert (rl["steps"], rl["group_size"], rl["lr"]) == (200, 8, 1e-6), name
+    assert step_cfg(by["sft/stage1"])["sft_stage"]["steps"] == 7  # over the preset's stages list too
+    # the plan's wiring is not a setting: a control keeps its own RL seed, whatever extra says
+    assert step_cfg(by["control/same/stage1-rl1"])["seed"] == 1000
+    assert step_cfg(by["rl/stage1"])["seed"] == 5
+
+
+def test_the_qwen3_4b_recipe_plans_dapo_settings(tmp_path):
+    _, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=qwen3_4b", "checkpoints.stage0=/ckpt/s0",
+                            "checkpoints.stage1=/ckpt/s1", "checkpoints.stage2=/ckpt/s2")
+    by = {s.name: s for s in steps}
+    for name in ("rl/stage0", "rl/stage2", "consolidation/opd"):
+        c = step_cfg(by[name])
+        assert (c["rl"]["steps"], c["rl"]["group_size"], c["rl"]["lr"], c["rl"]["warmup_steps"]) == (200, 8, 1e-6, 20)
+        assert (c["rl"]["engine"], c["trainer"]["name"], c["model"]["dtype"]) == ("vllm", "gpu", "bfloat16")
+    assert step_cfg(by["rl/stage1"])["sft_stage"]["checkpoint"] == "/ckpt/s1"
+
+
 def test_a_changed_setting_moves_exactly_the_steps_it_reaches(tmp_path):
     _, before = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=smoke")
     _, grpo = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=smoke", 'extra=["rl_algo=grpo"]')
