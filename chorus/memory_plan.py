@@ -1,17 +1,22 @@
 """A GPU job's per-device memory budget, printed before it loads anything (chorus.train), refused when
 it exceeds the device, and on its own with plan_only=true.
 
-The budget is two phases, each the sum of what is resident then:
-- rollout: fp32 policy weights, AdamW state, reference model, teachers kept in memory, and the
-  engine's share (vLLM: rl.vllm_memory of the device; HF: its KV cache and one step's logits);
-- update: weights, gradients, AdamW state, reference, teachers kept for mode=direct, vLLM only when it
-  does not sleep, the micro-batch's activations and the completion logits of one chunk.
-Activations per token per layer are counted from the tensors a Qwen3 decoder layer saves for its
-backward pass: 6 h + 4 q + 4 kv + 4 ffn values (h hidden, q = heads x head_dim, kv = kv_heads x
-head_dim), in the compute dtype, plus, under bf16, fp32 copies in RMSNorm (2 h + q + kv); with checkpointing
-only each layer's input (h) is kept, and one layer's full set exists during its recompute. The fp32
-coefficients were counted with saved_tensors_hooks on real Qwen3 layers (tests/test_memory_plan.py);
-the bf16 ones follow from them and are unmeasured (no GPU has run chorus). What is not counted: the
+The budget is three phases, each the sum of what is resident then:
+- rollout: fp32 policy weights, AdamW state, reference model, teachers kept in memory, DDP's gradient
+  buckets, and the engine's share (vLLM: rl.vllm_memory of the device; HF: its KV cache and one step's
+  logits);
+- update: the same with the gradients, the micro-batch's activations and the completion logits of one
+  chunk, and vLLM only when it does not sleep;
+- transition: the weight sync after the update, when the sleeping vLLM engine wakes (its whole share)
+  while the trainer still holds its weights, AdamW state, reference, teachers and DDP buckets (the sync
+  frees the gradients and empties the CUDA cache first, as TRL does; without that it would be the
+  update's peak plus the engine), and under FSDP the full weights gathered for the engine.
+Activations are the tensors a Qwen3 decoder layer saves for its backward pass, counted with
+saved_tensors_hooks on real Qwen3 layers, in fp32 and under CPU bf16 autocast (tests/test_memory_plan.py
+re-counts them): see Arch.activation_values. Under bf16-mixed the residual stream stays fp32 (the
+embedding and the residual adds are not autocast), so a checkpointed layer keeps its input in fp32.
+Unmeasured: the plan against a GPU's allocator (no GPU has run chorus), and CUDA autocast's op lists,
+taken to cast as CPU autocast does (linear layers and attention to bf16). What is not counted: the
 CUDA context, allocator fragmentation and kernel workspaces, hence HEADROOM.
 """
 from __future__ import annotations
@@ -21,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GIB = 2 ** 30
-HEADROOM = 0.92  # a plan fits when its larger phase is below this share of the device
+HEADROOM = 0.92  # a plan fits when its largest phase is below this share of the device
+PHASES = ("rollout", "update", "transition")
 # Published configurations, for planning without the checkpoint at hand (config.json wins when present)
 KNOWN = {"Qwen/Qwen3-4B": dict(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, ffn=9728, vocab=151936,
                                tied=True),
@@ -49,10 +55,28 @@ class Arch:
         layer += 2 * self.hidden + 2 * self.head_dim  # input/post norms, q_norm and k_norm
         return self.layers * layer + self.vocab * self.hidden * (1 if self.tied else 2) + self.hidden
 
-    def activation_values(self) -> tuple[float, float]:
-        """Values saved per token per layer for backward: (in the compute dtype, in fp32)."""
-        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        return 6 * self.hidden + 4 * q + 4 * kv + 4 * self.ffn, 2 * self.hidden + q + kv
+    def activation_values(self, mixed: bool) -> tuple[int, int]:
+        """Values one decoder layer saves per token for backward: (in the autocast dtype, in fp32).
+
+        Counted tensor by tensor on real Qwen3 layers (h hidden, q = heads x head_dim, kv = kv_heads x
+        head_dim). In fp32: each RMSNorm its input, normed input and reciprocal RMS (2 h + 1 twice, 2 q +
+        heads and 2 kv + kv_heads for q_norm and k_norm), the q/k/v and gate/up projections' input (h each
+        block), attention's q, k, v, output and log-sum-exp (2 q + 2 kv + heads), the MLP's gate, its SiLU,
+        up and their product (4 ffn). Under autocast the norms still run in fp32 but hand bf16 on, and
+        every linear casts its fp32 input anew (three bf16 copies of the normed input for q, k and v, two
+        for gate and up), so the count grows in values but shrinks in bytes.
+        """
+        h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
+        per_token = 2 + 2 * self.heads + self.kv_heads  # reciprocal RMSs (per token, per head) and the log-sum-exp
+        if mixed:
+            return 5 * h + 3 * q + 3 * kv + 4 * self.ffn, 4 * h + q + kv + per_token
+        return 0, 6 * h + 4 * q + 4 * kv + 4 * self.ffn + per_token
+
+    def body_values(self) -> int:
+        """fp32 values per token the body keeps outside its layers: the final norm's input, normed input
+        and reciprocal RMS, and the rotary tables (cos and sin, alive under checkpointing too, where
+        the recomputation reads them)."""
+        return 2 * self.hidden + 1 + 2 * self.head_dim
 
 
 def arch_of(path: str) -> Arch:
@@ -78,7 +102,7 @@ class Job:
     row_tokens: int  # prompt + completion of the longest row
     completion_tokens: int  # completion tokens of one row (the logits' positions)
     micro_rows: int  # rows per forward/backward
-    compute_bytes: int = 2  # 2 under bf16-mixed, 4 in 32-true
+    compute_bytes: int = 2  # 2 under bf16-mixed (fp32 masters, bf16 autocast), 4 in 32-true
     checkpointing: bool = True
     logit_chunk: int = 1024
     trainable_share: float = 1.0  # LoRA: the adapter's share of the parameters
@@ -91,41 +115,75 @@ class Job:
     rollout_rows: int = 32  # rows an HF engine generates at once
     shards: int = 1  # FSDP: parameters, gradients and optimizer state split over this many devices
     ddp_buckets: bool = False  # DDP's gradient buckets: another fp32 copy of the gradients
+    # the weight sync drops the gradients and empties the CUDA cache before waking vLLM (TRL's order);
+    # False: the update's memory is still held when the engine wakes
+    freed_before_wake: bool = True
+
+
+def activation_bytes(job: Job) -> float:
+    """What the micro-batch's forward keeps for backward, at its peak (the start of the backward)."""
+    a = job.arch
+    tokens = job.micro_rows * job.row_tokens
+    half, full = a.activation_values(mixed=job.compute_bytes < 4)
+    per_layer = job.compute_bytes * half + 4 * full
+    body = 4 * a.body_values()
+    if job.checkpointing:  # each layer's input (the fp32 residual stream), and one layer's full set in its recompute
+        return tokens * (a.layers * 4 * a.hidden + per_layer + body)
+    return tokens * (a.layers * per_layer + body)
+
+
+def logits_bytes(job: Job) -> float:
+    chunk = min(job.logit_chunk, job.micro_rows * job.completion_tokens)
+    return chunk * job.arch.vocab * (job.compute_bytes + 4 + 4 + 4)  # head output, fp32 logits, softmax, gradient
+
+
+def engine_bytes(job: Job, device_gib: float) -> tuple[float, float, float]:
+    """The engine's memory in the rollout, the update and the transition."""
+    a = job.arch
+    if job.engine == "vllm":
+        share = job.vllm_share * device_gib * GIB
+        return share, (0.0 if job.vllm_sleeps else share), share  # the sync wakes it before loading
+    if job.engine == "hf":
+        kv = 2 * a.kv_heads * a.head_dim * a.layers * job.compute_bytes
+        rollout = job.rollout_rows * (job.row_tokens * kv + a.vocab * 4 * 2)
+        return rollout, 0.0, rollout
+    return 0.0, 0.0, 0.0
 
 
 def plan(job: Job, device_gib: float) -> dict:
-    """Each item in GiB per phase, the phases' totals, and whether the plan fits `device_gib`."""
-    a, p = job.arch, job.arch.params
+    """Each item in GiB per phase (rollout, update, transition), the phases' totals, the largest
+    (`peak`, in `phase`), and whether the plan fits `device_gib`."""
+    p = job.arch.params
     trained = p * job.trainable_share
     weights = 4 * p / job.shards
     optimizer = 8 * trained / job.shards  # AdamW's two fp32 moments
-    grads = 4 * trained / job.shards * (2 if job.ddp_buckets else 1)
+    grads = 4 * trained / job.shards
+    # DDP's reducer allocates its buckets when it wraps the model and keeps them: every phase holds them
+    buckets = grads if job.ddp_buckets else 0.0
     frozen = (int(job.reference) + job.frozen_copies) * job.frozen_bytes * p
-    tokens = job.micro_rows * job.row_tokens
-    low, fp32 = a.activation_values()
-    per_layer = job.compute_bytes * low + (4 * fp32 if job.compute_bytes < 4 else 0)  # fp32: no upcast copies
-    if job.checkpointing:  # each layer's input, plus one layer's full set during its recompute
-        activations = tokens * (a.layers * a.hidden * job.compute_bytes + per_layer)
-    else:
-        activations = tokens * a.layers * per_layer
-    chunk = min(job.logit_chunk, job.micro_rows * job.completion_tokens)
-    logits = chunk * a.vocab * (job.compute_bytes + 4 + 4 + 4)  # head output, fp32 logits, softmax, gradient
-    if job.engine == "vllm":
-        engine_rollout = job.vllm_share * device_gib * GIB
-        engine_update = 0.0 if job.vllm_sleeps else engine_rollout
-    elif job.engine == "hf":
-        kv = 2 * a.kv_heads * a.head_dim * a.layers * job.compute_bytes
-        engine_rollout = job.rollout_rows * (job.row_tokens * kv + a.vocab * 4 * 2)
-        engine_update = 0.0
-    else:
-        engine_rollout = engine_update = 0.0
-    items = {"weights (fp32 masters)": (weights, weights), "gradients": (0.0, grads), "optimizer (AdamW)":
-             (optimizer, optimizer), "reference and teachers": (frozen, frozen), "engine": (engine_rollout, engine_update),
-             "activations": (0.0, activations), "logits (one chunk)": (0.0, logits)}
-    gib = {k: (r / GIB, u / GIB) for k, (r, u) in items.items()}
-    rollout, update = (sum(v[i] for v in gib.values()) for i in (0, 1))
-    return {"items": gib, "rollout": rollout, "update": update, "peak": max(rollout, update),
-            "device": device_gib, "fits": max(rollout, update) <= HEADROOM * device_gib, "params": p}
+    # the sync hands vLLM full tensors: the parameters themselves, unless FSDP gathers them (fp32)
+    gathered = 4.0 * p if job.engine == "vllm" and job.shards > 1 else 0.0
+    activations, logits = activation_bytes(job), logits_bytes(job)
+    held = 0.0 if job.freed_before_wake else 1.0  # the update's own memory, still held at the wake
+    items = {"weights (fp32 masters)": (weights, weights, weights),
+             "gradients": (0.0, grads, held * grads),
+             "DDP gradient buckets": (buckets, buckets, buckets),
+             "optimizer (AdamW)": (optimizer, optimizer, optimizer),
+             "reference and teachers": (frozen, frozen, frozen),
+             "engine": engine_bytes(job, device_gib),
+             "full weights for the sync": (0.0, 0.0, gathered),
+             "activations": (0.0, activations, held * activations),
+             "logits (one chunk)": (0.0, logits, held * logits)}
+    if job.engine != "vllm":
+        # No engine wakes: HF generates with the trainer's own weights (gradients freed before each
+        # rollout) and allocates its KV cache inside the rollout, so the step from the update to the
+        # next rollout holds what the rollout does; SFT has no rollout at all
+        items = {k: (r, u, r) for k, (r, u, _) in items.items()}
+    gib = {k: tuple(v / GIB for v in phases) for k, phases in items.items()}
+    totals = {ph: sum(v[i] for v in gib.values()) for i, ph in enumerate(PHASES)}
+    phase = max(("update", "rollout", "transition"), key=totals.get)  # ties: the earlier phase is named
+    return {"items": gib, **totals, "peak": totals[phase], "phase": phase, "engine": job.engine,
+            "device": device_gib, "fits": totals[phase] <= HEADROOM * device_gib, "params": p}
 
 
 # the setting that shrinks each item, for the refusal
@@ -133,29 +191,52 @@ FIXES = {"activations": "trainer.gradient_checkpointing=true, or fewer tokens pe
          "logits (one chunk)": "a smaller trainer.logit_chunk",
          "optimizer (AdamW)": "rl.lora.r > 0, or trainer=fsdp over more devices",
          "gradients": "rl.lora.r > 0, or trainer=fsdp over more devices",
+         "DDP gradient buckets": "rl.lora.r > 0, or trainer=fsdp",
          "weights (fp32 masters)": "trainer=fsdp over more devices",
-         "engine": "a smaller rl.vllm_memory (or rl.vllm_sleep=true), or fewer rl.prompts_per_generate",
+         "engine": "fewer rows per rollout (rl.prompts_per_generate, rl.group_size)",
+         "full weights for the sync": "a smaller rl.vllm_memory (FSDP gathers the whole model on each device for it)",
          "reference and teachers": "rl_algo.kl_coef=0, or consolidation.teachers_in_memory=false"}
+# the transition is the vLLM engine waking beside the trainer: its share of the device is the lever
+WHEN = {"transition": "the vLLM engine waking for the weight sync beside the trainer's state; "}
+
+
+def fix_for(item: str, phase: str, engine: str) -> str:
+    """The setting that shrinks `item` in `phase`."""
+    vllm = engine == "vllm"
+    if item == "engine" and vllm:  # sleeping frees the engine for the update only
+        return "rl.vllm_sleep=true, or a smaller rl.vllm_memory" if phase == "update" else "a smaller rl.vllm_memory"
+    fix = FIXES[item]
+    if phase == "transition" and vllm and "rl.vllm_memory" not in fix:
+        fix += ", or a smaller rl.vllm_memory"
+    return fix
 
 
 def refusal(result: dict) -> str:
-    """One line: what exceeds the device, its largest item, and the setting to change."""
-    phase = "update" if result["update"] >= result["rollout"] else "rollout"
-    i = 0 if phase == "rollout" else 1
+    """One line: the phase that exceeds the device, its largest item, and the setting to change."""
+    phase = result["phase"]
+    i = PHASES.index(phase)
     item = max(result["items"], key=lambda k: result["items"][k][i])
-    return (f"the memory plan needs {result['peak']:.1f} GiB per device in the {phase} (limit {HEADROOM:.0%} of "
-            f"{result['device']:.0f} GiB), most of it {item} ({result['items'][item][i]:.1f} GiB): set {FIXES[item]}, "
-            "or plan_only=true to see the whole plan")
+    return (f"the memory plan needs {result['peak']:.1f} GiB per device in the {phase} ({WHEN.get(phase, '')}limit "
+            f"{HEADROOM:.0%} of {result['device']:.1f} GiB), most of it {item} ({result['items'][item][i]:.1f} GiB): "
+            f"set {fix_for(item, phase, result['engine'])}, or plan_only=true to see the whole plan")
 
 
 def plan_text(result: dict, what: str) -> str:
     rows = [f"memory plan per device for {what} ({result['params'] / 1e9:.2f} B parameters), GiB:",
-            f"  {'item':<26}{'rollout':>10}{'update':>10}"]
-    rows += [f"  {k:<26}{r:>10.1f}{u:>10.1f}" for k, (r, u) in result["items"].items()]
-    rows += [f"  {'total':<26}{result['rollout']:>10.1f}{result['update']:>10.1f}",
-             f"  device {result['device']:.0f} GiB: {'fits' if result['fits'] else 'does NOT fit'} "
-             f"(limit {HEADROOM:.0%}: CUDA context, fragmentation and workspaces are not counted)"]
+            f"  {'item':<27}" + "".join(f"{ph:>12}" for ph in PHASES)]
+    rows += [f"  {k:<27}" + "".join(f"{v:>12.1f}" for v in phases) for k, phases in result["items"].items()]
+    rows += [f"  {'total':<27}" + "".join(f"{result[ph]:>12.1f}" for ph in PHASES),
+             f"  device {result['device']:.1f} GiB: {'fits' if result['fits'] else 'does NOT fit'} "
+             f"(largest: the {result['phase']}; limit {HEADROOM:.0%}: CUDA context, fragmentation and workspaces "
+             "are not counted)"]
     return "\n".join(rows)
+
+
+def cuda_total_gib(device) -> float:
+    """The CUDA device's memory as the driver reports it (an H200: about 140 GiB, not its 141 GB label)."""
+    import torch
+
+    return torch.cuda.mem_get_info(device)[1] / GIB
 
 
 def train_job(job: str, conf, policy: str, cuda: bool) -> Job:

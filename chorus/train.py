@@ -272,7 +272,7 @@ def memory_plan(job: str, c: dict, conf: TrainConf) -> str | None:
     if device is None:
         if not (cuda and torch.cuda.is_available()):
             raise ValueError("a memory plan without a GPU needs the device's size: plan_device_gib=<GiB>")
-        device = torch.cuda.get_device_properties(eval_device(conf.trainer)).total_memory / mp.GIB
+        device = mp.cuda_total_gib(eval_device(conf.trainer))
     result = mp.plan(mp.train_job(job, conf, policy, cuda=True), device)
     text = mp.plan_text(result, f"{job_label(job, c)} from {policy}")
     if not result["fits"]:
