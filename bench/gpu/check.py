@@ -502,8 +502,10 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     try:
         state["module"] = build_module(state["arch"], device, args.seed)
-    except Exception as e:  # nothing of A-D can run without the model; the simulator phase still can
-        report.check("model_built", None, "built", False, one_line(e))
+    except Exception as e:  # nothing of A-D can run without the model: each of their checks fails with why
+        for name, checks, _ in PHASES:
+            for check, threshold in checks.items():
+                report.check(check, None, threshold, False, f"model not built: {one_line(e)}")
     report.phase("build", {"s": round(time.monotonic() - t0, 3), "arch": state["arch"]})
     if "module" in state:
         for name, checks, body in PHASES:
