@@ -33,12 +33,14 @@ atomically after every phase, so a run killed half-way keeps what it finished. A
 prints one verdict line; the exit status is 0 whenever the run got through.
 
 Time on an H200 at --size 4b (estimated from FLOPs; no GPU has run this): building the 4.0B-parameter
-model on the device ~10 s; A's pass is 8 x params x tokens (forward, recompute, backward) = 8 x 4.0e9 x
-65,536 = 2.1e15 FLOP plus causal attention (2 x 8192^2 x 4096 per layer and row, x 36 x 8 x 4 passes
-= 6.3e14): 2.7e15 FLOP, ~9 s at 300 TFLOP/s (30 % of the 989 TFLOP/s dense bf16 peak); C is four
-passes over 4,096 tokens (< 2 s); D decodes 2 x (8 + 128) steps, host-bound at ~40 ms per step in
-eager transformers (~11 s); E builds the tiny model and calibrates and evaluates 4 designs on the
-CPU (~1-2 min, as the tiny CPU run shows). With imports and installs, ~3 minutes of the 8.
+model on the device ~10 s; A is the old log-probs' forward (2 x params x tokens) and the pass (forward,
+recompute, backward: 8 x params x tokens), 10 x 4.0e9 x 65,536 = 2.6e15 FLOP, plus causal attention
+(2 x 8192^2 x 4096 per layer and row, x 36 layers x 8 rows x 5 passes = 7.9e14): 3.4e15 FLOP, ~11 s
+at 300 TFLOP/s (30 % of the 989 TFLOP/s dense bf16 peak); C is five passes over 4,096 tokens (< 2 s);
+D decodes 2 x (4 + 128) steps, host-bound at ~40 ms per step in eager transformers (~11 s): under a
+minute for A-D. E runs on the CPU: the tiny model's build (~10 s), then calibration and evaluation of
+4 designs, which on a fresh cache first builds the simulator's runtime (2 minutes on a loaded 2-core
+CPU here). With the install and imports, ~4 minutes of the 8; run.sh stops check.py at 450 s.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
 # after every phase (a run cut short keeps what it finished); a verdict line per check.
 #   bench/gpu/run.sh [--device cuda|cpu] [--size 4b|tiny] [--wheels DIR] [--out FILE] [--eval N]
 # (--device cpu --size tiny runs the same path on a CPU in well under a minute: tests/test_gpu_oneshot.py)
-# Time at 4b on an H200, estimated from FLOPs (check.py's docstring; no GPU has run it): ~3 minutes,
+# Time at 4b on an H200, estimated from FLOPs (check.py's docstring; no GPU has run it): ~4 minutes,
 # the install and imports included; check.py stops at 450 s so the whole run stays under 8 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
