@@ -376,8 +376,12 @@ def phase_logprobs(report: Report, details: dict, state: dict) -> None:
 
 
 def _free(state: dict) -> None:
+    """Drop an earlier phase's gradients (a phase that failed half-way may have left them: C's backward
+    would add to them, D's deepcopy would copy them) and torch's cached blocks."""
     import torch
 
+    if "module" in state:
+        state["module"].zero_grad(set_to_none=True)
     gc.collect()
     if state["cuda"]:
         torch.cuda.empty_cache()
