@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# Issue 28's one-shot GPU check, part 2, on the GPU machine (offline), in the repo root: install the
-# wheels bench/gpu/prepare.sh made, then one bench/gpu_step.py run at 0.44B parameters with Qwen3's
-# 151,936-token vocabulary, bf16-mixed: the plain/static generation comparison, two DAPO steps (the
-# second measured: MFU, peak memory), a final held-out evaluation on the GPU, and the memory plan
-# beside the measured peak. One JSON of results; under 8 minutes.
-#   bench/gpu/run.sh [--device cuda|cpu] [--size 0.44b|tiny] [--wheels DIR] [--out FILE]
-# (--device cpu --size tiny runs the same path on a CPU: tests/test_gpu_oneshot.py)
+# The one-shot GPU check, part 2, on the GPU machine (offline), in the repo root: install the wheels
+# bench/gpu/prepare.sh made, then bench/gpu/check.py: at Qwen3-4B's configuration (random weights, no
+# hub), bf16-mixed, the update's memory against the memory plan (A), vLLM's wake-up after the update
+# (B), lean vs full log-probs and the first mini-batch's PPO ratio (C), fp32-autocast vs bf16 decode
+# speed (D), then the simulator's tools and a held-out evaluation (E). One JSON of checks, rewritten
+# after every phase (a run cut short keeps what it finished); a verdict line per check.
+#   bench/gpu/run.sh [--device cuda|cpu] [--size 4b|tiny] [--wheels DIR] [--out FILE] [--eval N]
+# (--device cpu --size tiny runs the same path on a CPU in well under a minute: tests/test_gpu_oneshot.py)
+# Time at 4b on an H200, estimated from FLOPs (check.py's docstring; no GPU has run it): ~4 minutes,
+# the install and imports included; check.py stops at 450 s so the whole run stays under 8 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-device=cuda size=0.44b wheels=.whl out="${OUT:-/tmp}/gpu_check.json"
+device=cuda size=4b wheels=.whl out="${OUT:-/tmp}/gpu_check.json" eval=()
 while (( $# )); do
     case $1 in
         --device) device=$2; shift 2 ;;
         --size) size=$2; shift 2 ;;
         --wheels) wheels=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        *) echo "run.sh: unknown argument $1; use --device, --size, --wheels or --out" >&2; exit 2 ;;
+        --eval) eval=(--eval "$2"); shift 2 ;;
+        *) echo "run.sh: unknown argument $1; use --device, --size, --wheels, --out or --eval" >&2; exit 2 ;;
     esac
 done
 if ! ls "$wheels"/*.whl >/dev/null 2>&1; then
@@ -25,9 +29,11 @@ fi
 site=$(mktemp -d)/site
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$wheels"/*.whl
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-work=$(mktemp -d)
-# best_effort: a GPU image may lack a layer of the sandbox (user namespaces, Landlock, seccomp); the
-# programs simulated here are chorus's references and a random model's output
-timeout 470 python3 bench/gpu_step.py --size "$size" --vocab 151936 --device "$device" --isolation best_effort \
-    --steps 2 --eval 4 --out "$work/run" --json "$out"
+rc=0
+timeout 450 python3 bench/gpu/check.py --device "$device" --size "$size" --out "$out" --work "$(mktemp -d)" \
+    "${eval[@]}" || rc=$?
+if (( rc == 124 )); then
+    echo "run.sh: check.py ran past 450 s and was stopped; the phases it finished are in $out" >&2
+fi
 echo "run.sh: results in $out"
+exit "$rc"
