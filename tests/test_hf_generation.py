@@ -359,3 +359,47 @@ def test_sampled_logprobs_without_per_step_scores_equal_transformers_own(fenced,
         torch.testing.assert_close(torch.tensor(g.logprobs), want[row, :n].float(), rtol=0, atol=1e-4)
     if sample:  # top-k 5 cut most of the vocabulary: a token outside it would be -inf
         assert all(lp > -30 for gs in gens for g in gs for lp in g.logprobs)
+
+
+def test_each_prompt_s_group_is_handed_on_as_soon_as_its_rows_finish(scripted, monkeypatch):
+    """generation=shared reports a prompt's samples while the other rows still decode (a rollout
+    scores them meanwhile): on the scripted model "counter reset" ends at EOS after 2 tokens, "a
+    counter design" runs to the 16-token limit, so the first is reported while the second has only a
+    few tokens; every prompt is reported once, with exactly the samples generate returns."""
+    model, tok, expected = scripted
+    engine = HFEngine(model, tok, generation="shared")
+    long_row = S_PROMPTS.index("a counter design")
+    calls = []
+
+    def on_group(i, samples):
+        # the long row's tokens so far: the decode loop's own lists, read through the engine's state
+        calls.append((i, samples, progress["long"]()))
+
+    progress = {"long": lambda: None}
+    import chorus.policy.shared_decode as sd
+    real = sd.shared_decode
+
+    def watched(model, tok, prompts, n, params, eos, on_prompt_done=None):
+        def done(i, tokens, logprobs, lens):
+            progress["long"] = lambda: len(tokens[long_row * n])
+            on_prompt_done(i, tokens, logprobs, lens)
+        return real(model, tok, prompts, n, params, eos, on_prompt_done=done)
+
+    monkeypatch.setattr(sd, "shared_decode", watched)
+    out = engine.generate(S_PROMPTS, n=2, params=GREEDY, on_group=on_group)
+    assert sorted(i for i, _, _ in calls) == list(range(len(S_PROMPTS)))
+    assert all(samples is out[i] for i, samples, _ in calls)
+    order = [i for i, _, _ in calls]
+    eos_row = S_PROMPTS.index("counter reset")
+    assert order[-1] == long_row and order.index(eos_row) < order.index(long_row)
+    seen_then = next(t for i, _, t in calls if i == eos_row)
+    assert seen_then == len(expected["counter reset"]) < 16  # reported at its own end, not the batch's
+    assert [g.token_ids for g in out[long_row]] == [expected["a counter design"]] * 2
+
+
+def test_the_batch_paths_hand_on_every_group_once_at_the_end(scripted):
+    model, tok, _ = scripted
+    calls = []
+    out = HFEngine(model, tok, generation="plain").generate(S_PROMPTS[:2], n=1, params=GREEDY,
+                                                           on_group=lambda i, s: calls.append((i, s)))
+    assert [i for i, _ in calls] == [0, 1] and all(s is out[i] for i, s in calls)

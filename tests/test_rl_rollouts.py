@@ -100,3 +100,49 @@ def test_a_sample_that_kills_its_simulation_worker_is_charged_to_it_not_an_abort
         # the pool broke with its worker; the next step gets a fresh one instead of failing
         again, _ = sample_groups([task], GroupScript(tok, ["a"]), tok, pool, spec, 1)
     assert again[0][0]["result"].status == "rejected"
+
+
+class StreamingScript(GroupScript):
+    """A streaming engine (HFEngine.streams_groups): reports the prompts' groups in reverse order
+    through on_group, and records how many simulations the pool had been given at each report."""
+    streams_groups = True
+
+    def __init__(self, tok, answers, pool):
+        super().__init__(tok, answers)
+        self.pool, self.submitted_at_report = pool, []
+
+    def generate(self, prompts, n=1, params=None, on_group=None):
+        out = super().generate(prompts, n, params)
+        for i in reversed(range(len(out))):
+            self.submitted_at_report.append(self.pool.submitted)
+            on_group(i, out[i])
+        return out
+
+
+class CountingPool:
+    def __init__(self, pool):
+        self.pool, self.submitted = pool, 0
+
+    def submit(self, *args, **kwargs):
+        self.submitted += 1
+        return self.pool.submit(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.pool, name)
+
+
+def test_a_streaming_engine_s_groups_are_simulated_while_it_still_generates(tiny_xs, sim_cfg):
+    """Each group goes to the simulator from inside generate (the second report finds the first
+    group's samples submitted), and the groups come back in the tasks' order whatever order they
+    finished in."""
+    tok = AutoTokenizer.from_pretrained(tiny_xs)
+    tasks = load_tasks("generated", per_family=1, families=["counter", "alu"])
+    answers = [f"```vectors\n{tasks[0].meta['programs']['strong']}```\n", "no idea"]
+    spec = RolloutSpec(get_algo("dapo", overlong_buffer=0), "vectors", 2, SamplingParams(), sim_cfg,
+                       prompts_per_generate=2)
+    with make_pool(2) as real:
+        pool = CountingPool(real)
+        engine = StreamingScript(tok, answers, pool)
+        groups, _ = sample_groups(tasks, engine, tok, pool, spec, seed=0)
+    assert engine.submitted_at_report == [0, 1]  # at the second report the first group (vectors: one job) is in the pool
+    assert [g[0]["task"].id for g in groups] == [t.id for t in tasks]

@@ -43,6 +43,10 @@ def generation_threads(device, threads: int | None) -> int | None:
 
 
 class HFEngine:
+    # generate's on_group(i, samples) is called as each prompt's samples finish, before generate returns
+    # (under generation=shared; after the batch otherwise): rollouts score a group while the rest decode
+    streams_groups = True
+
     def __init__(self, model, tokenizer, threads: int | None = 1, generation: str = "shared",
                  compile: bool | None = None):
         # The device is read at each generate call, not here: a trainer moves the model after the
@@ -62,8 +66,18 @@ class HFEngine:
             torch.set_num_threads(n)
 
     @torch.no_grad()
-    def generate(self, prompts: list[str], n: int = 1, params: SamplingParams = SamplingParams()) -> list[list[Generation]]:
-        """`n` samples for each prompt; result[i][j] is sample j of prompt i."""
+    def generate(self, prompts: list[str], n: int = 1, params: SamplingParams = SamplingParams(),
+                 on_group=None) -> list[list[Generation]]:
+        """`n` samples for each prompt; result[i][j] is sample j of prompt i. `on_group(i, result[i])`
+        is called once per prompt, as soon as its samples are done (streams_groups)."""
+        results, streamed = self._generate(prompts, n, params, on_group)
+        if on_group is not None and not streamed:  # the batch paths: every group once the batch is done
+            for i, group in enumerate(results):
+                on_group(i, group)
+        return results
+
+    def _generate(self, prompts: list[str], n: int, params: SamplingParams, on_group) -> tuple[list, bool]:
+        """(result, whether on_group was already called for every prompt)."""
         from transformers import StoppingCriteriaList
 
         from .hf_generation import (FenceCriteria, cache_kwarg, decode_kwargs, resolve_mode, sampling_processors,
@@ -74,9 +88,15 @@ class HFEngine:
         tok, device = self.tok, next(self.model.parameters()).device
         mode = resolve_mode(self.generation, device)
         if mode == "shared" and loop_applies(self.model):
-            rows = zip(*shared_decode(self.model, tok, prompts, n, params, tok.eos_token_id))
-            results = [self._generation(new, lp, prompt_len) for new, lp, prompt_len in rows]
-            return [results[i * n:(i + 1) * n] for i in range(len(prompts))]
+            groups: list = [None] * len(prompts)
+
+            def done(i: int, tokens, logprobs, prompt_lens) -> None:
+                groups[i] = [self._generation(tokens[r], logprobs[r], prompt_lens[r]) for r in range(i * n, (i + 1) * n)]
+                if on_group is not None:
+                    on_group(i, groups[i])
+
+            shared_decode(self.model, tok, prompts, n, params, tok.eos_token_id, on_prompt_done=done)
+            return groups, True
         expanded = [p for p in prompts for _ in range(n)]
         batch = tok(expanded, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         width = batch["input_ids"].shape[1]
@@ -106,7 +126,7 @@ class HFEngine:
             if tok.eos_token_id in new[:keep]:
                 keep = new.index(tok.eos_token_id) + 1
             results.append(self._generation(new[:keep], lp[:keep], prompt_len))
-        return [results[i * n:(i + 1) * n] for i in range(len(prompts))]
+        return [results[i * n:(i + 1) * n] for i in range(len(prompts))], False
 
     def _generation(self, new: list[int], logprobs: list[float], prompt_len: int) -> Generation:
         """A row's completion (ending at its EOS when it has one) as a Generation."""

@@ -46,8 +46,12 @@ def warpers(params) -> LogitsProcessorList:
 
 
 @torch.no_grad()
-def shared_decode(model, tok, prompts: list[str], n: int, params, eos: int | None) -> tuple[list, list, list]:
-    """(token ids, log-probs, prompt lengths) per row, rows in prompt-major order (n per prompt)."""
+def shared_decode(model, tok, prompts: list[str], n: int, params, eos: int | None,
+                  on_prompt_done=None) -> tuple[list, list, list]:
+    """(token ids, log-probs, prompt lengths) per row, rows in prompt-major order (n per prompt).
+    `on_prompt_done(i, tokens, logprobs, prompt_lens)` is called as soon as prompt i's n rows have all
+    finished (the lists as returned, complete for its rows), while the other rows still decode: a
+    rollout hands that group to the simulator at once, so simulation overlaps generation."""
     device = next(model.parameters()).device
     once = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
     ids, mask = once["input_ids"], once["attention_mask"]
@@ -63,6 +67,14 @@ def shared_decode(model, tok, prompts: list[str], n: int, params, eos: int | Non
     tokens: list[list[int]] = [[] for _ in range(rows)]
     logprobs: list[list[float]] = [[] for _ in range(rows)]
     kw = cache_kwarg(model)
+    left = [n] * len(prompts)  # rows of each prompt still decoding
+
+    def finished(rows_done) -> None:
+        for r in rows_done:
+            left[r // n] -= 1
+            if left[r // n] == 0 and on_prompt_done is not None:
+                on_prompt_done(r // n, tokens, logprobs, prompt_lens)
+
     torch.manual_seed(params.seed)
     for step in range(params.max_new_tokens):
         width = step_input.shape[1]
@@ -78,7 +90,10 @@ def shared_decode(model, tok, prompts: list[str], n: int, params, eos: int | Non
             logprobs[r].append(v)
         closed = stop.update(chosen_l, live)
         keep = [j for j, (r, t) in enumerate(zip(live, chosen_l)) if t != eos and not closed[r]]
+        kept = set(keep)
+        finished([r for j, r in enumerate(live) if j not in kept])
         if not keep:
+            live = []
             break
         if len(keep) < len(live):  # finished rows leave the batch and its cache
             index = torch.tensor(keep, device=device)
@@ -87,4 +102,5 @@ def shared_decode(model, tok, prompts: list[str], n: int, params, eos: int | Non
             live = [live[j] for j in keep]
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], 1)
         step_input = chosen[:, None]
+    finished(live)  # the rows the token limit stopped
     return tokens, logprobs, prompt_lens

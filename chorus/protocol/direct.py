@@ -77,16 +77,27 @@ def run_direct(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: in
         for start in range(0, len(tasks), batch_tasks):
             chunk = range(start, min(start + batch_tasks, len(tasks)))
             t0 = time.monotonic()
-            gens = engine.generate([prompts[i].text for i in chunk], n=n_samples,
-                                   params=SamplingParams(**{**params.__dict__, "seed": params.seed + start}))
-            add_seconds(timing, "generation_s", time.monotonic() - t0)
-            for i, samples in zip(chunk, gens):
-                for j, g in enumerate(samples):
+            done: dict[int, tuple] = {}
+
+            def take(k: int, samples) -> None:  # as each task's samples finish (HFEngine.streams_groups)
+                i = chunk[k]
+                for g in samples:
                     g.meta["parse_status"] = parse_completion(g.text, fmt).status
-                    generated.append((i, j, g))
-                    bar.update(1)
+                bar.update(len(samples))
+                done[i] = (samples, submit_scoring(pool, fmt, options, tasks[i], samples, cfg) if overlap else None)
+
+            texts, sp = [prompts[i].text for i in chunk], SamplingParams(**{**params.__dict__, "seed": params.seed + start})
+            if getattr(engine, "streams_groups", False):
+                engine.generate(texts, n=n_samples, params=sp, on_group=take)
+            else:
+                for k, samples in enumerate(engine.generate(texts, n=n_samples, params=sp)):
+                    take(k, samples)
+            add_seconds(timing, "generation_s", time.monotonic() - t0)
+            for i in chunk:  # rows in task order, whatever order the tasks finished in
+                samples, futures = done[i]
+                generated += [(i, j, g) for j, g in enumerate(samples)]
                 if overlap:
-                    pending += submit_scoring(pool, fmt, options, tasks[i], samples, cfg)
+                    pending += futures
                 else:
                     deferred.append((i, samples))
             if on_progress:

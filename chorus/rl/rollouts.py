@@ -1,8 +1,9 @@
 """One RL rollout iteration outside the training step: prompts -> group samples -> simulator ->
 rewards -> advantages -> (dynamic sampling with refill) -> padded tensors for the update.
 
-Generation runs a few prompts at a time; each finished group goes to the simulator pool at once,
-so simulating one group overlaps with generating the next."""
+Generation runs a few prompts at a time; each group goes to the simulator pool as soon as its
+samples are done (the HF engine reports each prompt's group as its rows finish, while the others
+still decode), so simulation overlaps generation within a generate call and across calls."""
 from __future__ import annotations
 
 import time
@@ -57,11 +58,19 @@ def sample_groups(tasks, engine, tokenizer, pool, spec: RolloutSpec, seed: int) 
         chunk = tasks[start:start + spec.prompts_per_generate]
         prompts = [render_prompt(t, spec.fmt, tokenizer, spec.max_prompt_tokens) for t in chunk]
         t0 = time.monotonic()
-        gens = engine.generate([p.text for p in prompts], n=spec.group_size,
-                               params=SamplingParams(**{**spec.params.__dict__, "seed": seed + start}))
+        submitted: dict[int, tuple] = {}
+
+        def score(i: int, group) -> None:  # to the simulator pool now, while the other prompts decode
+            submitted[i] = (chunk[i], prompts[i], group, submit_scoring(pool, spec.fmt, {}, chunk[i], group, spec.sim))
+
+        params = SamplingParams(**{**spec.params.__dict__, "seed": seed + start})
+        if getattr(engine, "streams_groups", False):
+            engine.generate([p.text for p in prompts], n=spec.group_size, params=params, on_group=score)
+        else:  # an engine that returns the batch at once (vLLM): its groups go to the pool then
+            for i, group in enumerate(engine.generate([p.text for p in prompts], n=spec.group_size, params=params)):
+                score(i, group)
         t_gen += time.monotonic() - t0
-        for t, p, group in zip(chunk, prompts, gens):
-            pending.append((t, p, group, submit_scoring(pool, spec.fmt, {}, t, group, spec.sim)))
+        pending += [submitted[i] for i in range(len(chunk))]  # the tasks' order, whatever order they finished in
     t0 = time.monotonic()
     groups = []
     for t, p, group, futs in pending:
