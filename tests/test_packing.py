@@ -4,15 +4,20 @@ models in float64 under sdpa (the project's default attention), whose packed pas
 padded one only by the reduction order float64 absorbs (1e-10 asked; 0 seen on CPU)."""
 import warnings
 
+import lightning as L
 import pytest
 import torch
 from transformers import AttentionInterface, AutoModelForCausalLM, CohereConfig, Qwen3Config
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from chorus.config.schema import RLConf
+from chorus.rl.algos import get_algo
 from chorus.rl.logprobs import forward_logprobs, split
 from chorus.rl.losses import clipped_pg_loss, k3_kl, micro_slices
 from chorus.rl.packing import (pack_rows, packed_tokens, padded_tokens, pass_tokens, row_lengths, should_pack,
                                why_not_packable)
+from chorus.rl.module import Hooks, RLModule
+from chorus.rl.rollouts import RolloutBatch
 
 V = 4000
 
@@ -175,3 +180,49 @@ def test_token_budget_micro_batches_count_the_tokens_a_packed_pass_computes():
                                                         slice(6, 7), slice(7, 8)]
     assert micro_slices(slice(0, 8), lengths, 1, 9, packed_tokens) == [slice(0, 2), slice(2, 3), slice(3, 5),
                                                                        slice(5, 7), slice(7, 8)]
+
+
+class Grads(L.Callback):
+    def __init__(self):
+        self.grads = []
+
+    def on_before_optimizer_step(self, trainer, module, optimizer):
+        self.grads.append(torch.cat([p.grad.flatten().clone() for p in module.model.parameters()]))
+
+
+def rollout() -> RolloutBatch:
+    """Six right-padded rows of 12, 4, 10, 3, 9 and 5 tokens, prompts of 2 or 3."""
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(4, V, (6, 12), generator=g)
+    attn, comp = torch.zeros_like(ids), torch.zeros_like(ids)
+    for row, (prompt, length) in enumerate([(3, 12), (2, 4), (3, 10), (2, 3), (3, 9), (2, 5)]):
+        attn[row, :length], comp[row, prompt:length] = 1, 1
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 1.5, -1.5])
+    return RolloutBatch(ids, attn, comp, torch.full((6, 12), -0.5) * comp, adv, rows=[{}] * 6, stats={})
+
+
+@pytest.mark.slow
+def test_the_rl_update_packed_equals_the_padded_one_with_micro_batches_sized_by_computed_tokens():
+    runs = {}
+    for pack in (False, True):
+        model, seen, grads = qwen(), [], Grads()
+        rl = RLConf(mini_batches=2, micro_batch=8, micro_tokens=20, lr=0.05, warmup_steps=1, grad_clip=1e9,
+                    temperature=0.7, max_new_tokens=10)
+        hooks = Hooks(rollout=lambda step: rollout(), on_step=lambda step, b, st: seen.append(st))
+        module = RLModule(model, get_algo("dapo"), rl, hooks, identity={}, pack_sequences=pack)
+        passes = body_inputs(model)
+        trainer = L.Trainer(max_steps=1, accelerator="cpu", devices=1, precision="64-true", logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                            callbacks=[grads])
+        trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(list(range(4)), batch_size=1))
+        runs[pack] = seen[0], grads.grads, [shape for shape, _ in passes]
+    (padded, g_padded, s_padded), (packed, g_packed, s_packed) = runs[False], runs[True]
+    # a budget of 20 tokens: padded, rows x longest: old log-probs [12] [4, 10] [3, 9] [5], then mini-batches
+    # [12] [4, 10] | [3, 9] [5]; packed, the rows' own: [12, 4] [10, 3] [9, 5], then [12, 4] [10] | [3, 9, 5]
+    assert s_padded == [(1, 12), (2, 10), (2, 9), (1, 5), (1, 12), (2, 10), (2, 9), (1, 5)]
+    assert s_packed == [(1, 16), (1, 13), (1, 14), (1, 16), (1, 10), (1, 17)]
+    assert len(g_padded) == len(g_packed) == 2 and padded["optimizer_steps"] == 2
+    for a, b in zip(g_padded, g_packed):  # the second step's gradient: after the first step moved the policy
+        torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)
+    assert packed["loss"] == pytest.approx(padded["loss"], rel=1e-9) and padded["ratio_dev_max"] > 1e-3
+    assert packed["entropy"] == pytest.approx(padded["entropy"], rel=1e-9)
