@@ -21,7 +21,7 @@ from .algos import RLAlgo
 from .logprobs import Forward, forward_logprobs
 from .losses import (clipped_pg_loss, k3_kl, micro_slices, minibatch_counts, minibatch_normalizers, minibatch_slices,
                      tis_weights)
-from .packing import pass_tokens
+from .packing import pass_tokens, why_not_packable
 from .rollouts import RolloutBatch
 
 
@@ -79,6 +79,12 @@ class RLModule(L.LightningModule):
             self.ref_model.to(self.device)
 
     def on_train_start(self) -> None:
+        if self.pack_sequences is not False:
+            # The packing probe (rl/packing.py) runs the policy's forward: here every rank runs it at once
+            # (under FSDP it gathers), not first where a rank happens to size or run a pass; in the
+            # update's precision, which flash kernels need.
+            with self.trainer.precision_plugin.forward_context():
+                why_not_packable(self.model)
         # After the strategy's process group and a resume's restore: a vLLM engine built now joins the
         # group, and samples its first rollout from the weights the update starts from.
         if self.hooks.start:
