@@ -59,7 +59,8 @@ class TeacherModels:
 
 def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, rewards: TeacherRewards,
                 teachers: TeacherModels, order: list[str], margin: float = 0.0, seed: int = 0,
-                micro_batch: int = 8, logit_chunk: int = 1024, pack_sequences: bool | None = TrainerConf.pack_sequences) -> OPDBatch:
+                micro_batch: int = 8, logit_chunk: int = 1024,
+                pack_sequences: bool | None = TrainerConf.pack_sequences) -> OPDBatch:
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
     teacher_r = rewards.for_tasks(tasks)

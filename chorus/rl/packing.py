@@ -15,6 +15,7 @@ computes no more in either the layers (N <= rows x longest) or the attention.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass
 
@@ -79,23 +80,24 @@ def why_not_packable(model) -> str | None:
     """Why the model's forward does not separate packed sequences, or None where it does: checked once
     per model on two rows (PROBE), whose second row packed must score as it does alone, against what
     it scores after the first row without a restart (the leak a pack that does not separate would have)."""
-    if not hasattr(model, "_chorus_pack_reason"):
-        reason = _probe(model)
-        try:
-            model._chorus_pack_reason = reason
-        except AttributeError:  # a model that takes no attributes is probed each time
-            pass
-        return reason
-    return model._chorus_pack_reason
+    if hasattr(model, "_chorus_pack_reason"):
+        return model._chorus_pack_reason
+    reason = _probe(model)
+    with contextlib.suppress(AttributeError):  # a model that takes no attributes is probed each time
+        model._chorus_pack_reason = reason
+    return reason
 
 
 def _probe(model) -> str | None:
     config = _config(model)
     if config is None or not hasattr(config, "_attn_implementation"):
         return "it is not a transformers model (no config with an attention implementation)"
+    vocab = getattr(config.get_text_config(), "vocab_size", None)  # a multimodal config nests its text model's
+    if not vocab:
+        return "its config gives no vocabulary size"
     first, second = PROBE
     device = next(model.parameters()).device
-    ids = torch.arange(1, first + second + 1, device=device)[None] % config.vocab_size
+    ids = torch.arange(1, first + second + 1, device=device)[None] % vocab
     positions = torch.cat([torch.arange(first), torch.arange(second)]).to(device)[None]
     training = model.training
     model.eval()  # no dropout; in the caller's autocast: flash kernels need its half precision
@@ -156,7 +158,5 @@ def _say_once(model, reason: str) -> None:
     if not getattr(model, "_chorus_pack_said", False):
         warnings.warn(f"{type(model).__name__} is not packed ({reason}); its update passes stay right-padded",
                       stacklevel=3)
-        try:
+        with contextlib.suppress(AttributeError):
             model._chorus_pack_said = True
-        except AttributeError:
-            pass
