@@ -190,6 +190,12 @@ class TrainerConf:
     # completion positions whose vocabulary-wide logits exist at once in an update (rl/logprobs.py): at
     # a 151,936-token vocabulary each position is 0.6 MB in fp32
     logit_chunk: int = 1024
+    # run each update pass's rows as one unpadded row (position ids restarting per row, no attention mask;
+    # rl/packing.py): the same log-probs without computing padding, and flash attention's varlen kernels.
+    # null = where the model separates packed rows (checked once) and it computes no more than padding:
+    # always under flash/flex attention; under sdpa/eager, which score every token pair of the pack,
+    # when tokens^2 <= rows x longest^2. true = every pass (refused where the model cannot); false = padded
+    pack_sequences: Optional[bool] = None
     # any other argument of Lightning's Trainer (+trainer.extra.accumulate_grad_batches=4), checked against
     # its signature; those chorus sets itself are refused with the setting that owns them (trainer_setup)
     extra: Dict[str, Any] = field(default_factory=dict)

@@ -55,7 +55,8 @@ class OPDModule(RLModule):
         for name in dict.fromkeys(names):
             rows = torch.tensor([i for i, n in enumerate(names) if n == name], device=self.device)
             with self.teachers.use(name) as teacher, torch.no_grad():  # its logits: chunk by chunk, below
-                t_hidden, t_head, _ = completion_hidden(teacher, ids[rows], attn[rows], mask[rows])
+                t_hidden, t_head, _ = completion_hidden(teacher, ids[rows], attn[rows], mask[rows],
+                                                          self.pack_sequences)
             keep = torch.isin(rows_of, rows)  # this teacher's rows' positions, in the same (row-major) order
             loss = loss + chunked_divergence(DIVERGENCES[self.divergence], fwd.head, fwd.hidden[keep], t_head,
                                              t_hidden, normalizer, self.logit_chunk, temperature=self.rl.temperature,

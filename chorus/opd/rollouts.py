@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..config.schema import TrainerConf
 from ..policy.models import load_model
 from ..rl.logprobs import forward_logprobs
 from ..rl.rollouts import RolloutBatch, RolloutSpec, pad_sequences, sample_groups, sample_stats
@@ -58,7 +59,8 @@ class TeacherModels:
 
 def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, rewards: TeacherRewards,
                 teachers: TeacherModels, order: list[str], margin: float = 0.0, seed: int = 0,
-                micro_batch: int = 8, logit_chunk: int = 1024) -> OPDBatch:
+                micro_batch: int = 8, logit_chunk: int = 1024,
+                pack_sequences: bool | None = TrainerConf.pack_sequences) -> OPDBatch:
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
     teacher_r = rewards.for_tasks(tasks)
@@ -91,7 +93,7 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
                 # at the student's sampling temperature, as the student's own log-probs are
                 t_logp[part] = forward_logprobs(model, ids[part].to(device), attn[part].to(device),
                                                 comp[part].to(device), spec.params.temperature,
-                                                logit_chunk).logp.float().cpu()
+                                                logit_chunk, pack=pack_sequences).logp.float().cpu()
         m = comp[idx].bool()
         if m.any():
             kl[name] = float((old[idx] - t_logp[idx])[m].mean())

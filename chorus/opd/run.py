@@ -60,7 +60,8 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                              cache=ctx.out / "teacher_rewards.jsonl", reward_cfg=rl.reward)
     order = [t.name for t in teachers]
     collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
-                                micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk)
+                                micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk,
+                                pack_sequences=(trainer or TrainerConf()).pack_sequences)
     module = functools.partial(OPDModule, opd=opd, teachers=models)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student)})
     return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer, ckpt_path=ckpt_path,

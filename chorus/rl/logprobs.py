@@ -12,6 +12,7 @@ wanted positions; 0 elsewhere) to float tolerance, gradients included (tests/tes
 
 Models whose logits are not `head(body(x))` (a final soft-cap or scale, a stand-in without a body)
 fall back to the full forward; `split` checks the identity once per model on a few tokens.
+With trainer.pack_sequences the rows run as one unpadded row (rl/packing.py), with the same results.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 from torch.utils.checkpoint import checkpoint
+
+from .packing import pack_rows, row_lengths, should_pack
 
 
 @dataclass
@@ -114,24 +117,32 @@ def _scatter(values: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     return torch.cat([out.new_zeros(select.size(0), 1), out], dim=1)
 
 
-def completion_hidden(model, ids: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor):
+def completion_hidden(model, ids: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor, pack: bool | None = False):
     """(hidden [N, H], head, select [B, T - 1]): the features of the N positions that predict a wanted
-    token (mask [B, T] = 1) and the head that maps them to logits; no logits computed."""
+    token (mask [B, T] = 1) and the head that maps them to logits; no logits computed. `pack`
+    (trainer.pack_sequences) runs the rows as one unpadded row where packing.should_pack says so:
+    the same N features in the same (row-major) order, so callers cannot tell the paths apart."""
     select = mask[:, 1:].bool()
     parts = split(model)
+    packed = None
+    if pack is not False and should_pack(model, row_lengths(attn), pack):  # False: no mask read back from a GPU
+        packed = pack_rows(ids, attn, mask)
+    # packed: no attention mask and no cache, or transformers would not read the restarts as packing
+    inputs = ({"input_ids": packed.ids, "position_ids": packed.position_ids, "use_cache": False} if packed is not None
+              else {"input_ids": ids, "attention_mask": attn})
     if parts is None:  # the full logits, then only the wanted positions
-        logits = model(input_ids=ids, attention_mask=attn).logits
-        return logits[:, :-1][select], torch.nn.Identity(), select
-    body, head = parts
-    return body(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1][select], head, select
+        out, head = model(**inputs).logits, torch.nn.Identity()
+    else:
+        body, head = parts
+        out = body(**inputs).last_hidden_state
+    return (out[0, :-1][packed.select] if packed is not None else out[:, :-1][select]), head, select
 
 
 def forward_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0,
-                     chunk: int = 1024, with_entropy: bool = False) -> Forward:
+                     chunk: int = 1024, with_entropy: bool = False, pack: bool | None = False) -> Forward:
     """The log-prob (and entropy) of each wanted token (mask [B, T] = 1) under `model` at `temperature`,
-    aligned as losses.token_logprobs: position t scores token t."""
-    hidden, head, select = completion_hidden(model, ids, attn, mask)
+    aligned as losses.token_logprobs: position t scores token t. `pack`: as completion_hidden."""
+    hidden, head, select = completion_hidden(model, ids, attn, mask, pack)
     targets = ids[:, 1:][select]
     logp, entropy = chunked_logprobs(head, hidden, targets, temperature, chunk, with_entropy)
     return Forward(_scatter(logp, select), _scatter(entropy, select) if with_entropy else None, hidden, head, select)
-

@@ -8,7 +8,11 @@ micro-batch contributes, so that micro-batches of one optimizer step add up to t
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
+
+from .packing import padded_tokens
 
 
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -105,22 +109,23 @@ def minibatch_normalizers(counts: list[float], world: int = 1) -> list[float]:
     return [max(1.0, float(c)) / world for c in counts]
 
 
-def micro_slices(part: slice, lengths: list[int], micro_batch: int, micro_tokens: int | None = None) -> list[slice]:
+def micro_slices(part: slice, lengths: list[int], micro_batch: int, micro_tokens: int | None = None,
+                 tokens: Callable[[list[int]], int] = padded_tokens) -> list[slice]:
     """The forward/backward passes of one mini-batch (rows `part`): slices of `micro_batch` rows, or,
-    with `micro_tokens`, as many consecutive rows as fit in that many padded tokens (rows x the longest
-    row's length, `lengths` per row; a row longer than the budget goes alone). Empty when part is."""
+    with `micro_tokens`, as many consecutive rows as fit in that many tokens, counted by `tokens` over
+    their `lengths` (padded: rows x the longest; a packed pass: the rows' own, packing.pass_tokens); a
+    row longer than the budget goes alone. Empty when part is."""
     if micro_batch < 1:
         raise ValueError(f"rl.micro_batch must be >= 1, got {micro_batch}")
     if micro_tokens is not None and micro_tokens < 1:
         raise ValueError(f"rl.micro_tokens must be >= 1 or null, got {micro_tokens}")
     if micro_tokens is None:
         return [slice(s, min(s + micro_batch, part.stop)) for s in range(part.start, part.stop, micro_batch)]
-    out, start, longest = [], part.start, 0
+    out, start = [], part.start
     for i in range(part.start, part.stop):
-        longest = max(longest, lengths[i])
-        if i > start and (i - start + 1) * longest > micro_tokens:
+        if i > start and tokens(lengths[start:i + 1]) > micro_tokens:
             out.append(slice(start, i))
-            start, longest = i, lengths[i]
+            start = i
     if part.stop > part.start:
         out.append(slice(start, part.stop))
     return out

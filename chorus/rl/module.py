@@ -16,11 +16,12 @@ from typing import Callable
 import lightning as L
 import torch
 
-from ..config.schema import RLConf
+from ..config.schema import RLConf, TrainerConf
 from .algos import RLAlgo
 from .logprobs import Forward, forward_logprobs
 from .losses import (clipped_pg_loss, k3_kl, micro_slices, minibatch_counts, minibatch_normalizers, minibatch_slices,
                      tis_weights)
+from .packing import pass_tokens, why_not_packable
 from .rollouts import RolloutBatch
 
 
@@ -53,10 +54,11 @@ def _no_closure():
 class RLModule(L.LightningModule):
     """`rl` gives the update's settings (lr, weight_decay, warmup_steps, micro_batch, grad_clip,
     temperature, max_new_tokens); `identity` is what a resumed checkpoint must match; `logit_chunk`
-    (trainer.logit_chunk) how many completion positions' logits exist at once (rl/logprobs.py)."""
+    (trainer.logit_chunk) how many completion positions' logits exist at once (rl/logprobs.py);
+    `pack_sequences` (trainer.pack_sequences) whether passes run their rows unpadded (rl/packing.py)."""
 
     def __init__(self, model, algo: RLAlgo, rl: RLConf, hooks: Hooks, identity: dict, ref_model=None,
-                 logit_chunk: int = 1024):
+                 logit_chunk: int = 1024, pack_sequences: bool | None = TrainerConf.pack_sequences):
         super().__init__()
         self.automatic_optimization = False
         self.model = model
@@ -65,6 +67,7 @@ class RLModule(L.LightningModule):
         self._frozen = {"ref": ref_model}
         self.algo, self.rl, self.hooks, self.identity = algo, rl, hooks, identity
         self.logit_chunk = logit_chunk
+        self.pack_sequences = pack_sequences
         self.batch: RolloutBatch | None = None
 
     @property
@@ -76,6 +79,12 @@ class RLModule(L.LightningModule):
             self.ref_model.to(self.device)
 
     def on_train_start(self) -> None:
+        if self.pack_sequences is not False:
+            # The packing probe (rl/packing.py) runs the policy's forward: here every rank runs it at once
+            # (under FSDP it gathers), not first where a rank happens to size or run a pass; in the
+            # update's precision, which flash kernels need.
+            with self.trainer.precision_plugin.forward_context():
+                why_not_packable(self.model)
         # After the strategy's process group and a resume's restore: a vLLM engine built now joins the
         # group, and samples its first rollout from the weights the update starts from.
         if self.hooks.start:
@@ -140,9 +149,11 @@ class RLModule(L.LightningModule):
         return _Plan(parts, normalizers, micro_counts, slices, steps)
 
     def _micro(self, b: RolloutBatch, part: slice) -> list[slice]:
-        """The rows of each forward/backward pass over `part`: rl.micro_batch rows, or rl.micro_tokens."""
+        """The rows of each forward/backward pass over `part`: rl.micro_batch rows, or rl.micro_tokens
+        (the tokens each pass computes: its rows' own where it is packed, rows x longest where padded)."""
         lengths = b.attention_mask.sum(-1).tolist() if self.rl.micro_tokens else []
-        return micro_slices(part, lengths, self.rl.micro_batch, self.rl.micro_tokens)
+        return micro_slices(part, lengths, self.rl.micro_batch, self.rl.micro_tokens,
+                            lambda ls: pass_tokens(self.model, ls, self.pack_sequences))
 
     @staticmethod
     def _rows(b: RolloutBatch, sl: slice, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -238,7 +249,8 @@ class RLModule(L.LightningModule):
 
     def _forward(self, model, ids, attn, mask, with_entropy: bool = False) -> Forward:
         """Log-probs of the completion tokens only, at the sampling temperature (rl/logprobs.py)."""
-        return forward_logprobs(model, ids, attn, mask, self.rl.temperature, self.logit_chunk, with_entropy)
+        return forward_logprobs(model, ids, attn, mask, self.rl.temperature, self.logit_chunk, with_entropy,
+                                self.pack_sequences)
 
     def micro_loss(self, b: RolloutBatch, sl: slice, ids, attn, mask, fwd: Forward,
                    normalizer: float) -> tuple[torch.Tensor, dict]:

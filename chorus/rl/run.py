@@ -202,7 +202,7 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
                       start=start if rl.engine == "vllm" else None)
         use_gradient_checkpointing(model, trainer)
         module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
-                                  logit_chunk=trainer.logit_chunk)
+                                  logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
         last = ckpt_dir / "last.ckpt"
         resume = str(last) if rl.resume and last.exists() else ckpt_path
         _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), _checkpoint_step(resume) if resume else 0)

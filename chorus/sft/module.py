@@ -8,6 +8,7 @@ import logging
 import lightning as L
 import torch
 
+from ..config.schema import TrainerConf
 from ..rl.logprobs import forward_logprobs
 from ..rl.losses import sft_loss
 
@@ -16,7 +17,8 @@ log = logging.getLogger("chorus.sft")
 
 class SFTModule(L.LightningModule):
     def __init__(self, model, lr: float = 1e-3, weight_decay: float = 0.0, warmup_steps: int = 10,
-                 total_steps: int = 100, on_step=None, logit_chunk: int = 1024):
+                 total_steps: int = 100, on_step=None, logit_chunk: int = 1024,
+                 pack_sequences: bool | None = TrainerConf.pack_sequences):
         super().__init__()
         self.model = model
         self.lr, self.weight_decay = lr, weight_decay
@@ -24,11 +26,12 @@ class SFTModule(L.LightningModule):
         self.losses: list[float] = []
         self.on_step = on_step  # (step, scalars) -> None, e.g. a W&B mirror
         self.logit_chunk = logit_chunk
+        self.pack_sequences = pack_sequences  # trainer.pack_sequences (rl/packing.py)
 
     def training_step(self, batch, batch_idx):
         labels = batch["labels"]
         logp = forward_logprobs(self.model, batch["input_ids"], batch["attention_mask"], labels != -100,
-                                chunk=self.logit_chunk).logp
+                                chunk=self.logit_chunk, pack=self.pack_sequences).logp
         loss = sft_loss(logp, labels)
         self.losses.append(float(loss.detach()))
         if self.global_step % 20 == 0 or self.global_step + 1 == self.total_steps:

@@ -38,7 +38,7 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
     trainer = trainer or TrainerConf()
     use_gradient_checkpointing(model, trainer)
     module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps, on_step=on_step,
-                       logit_chunk=trainer.logit_chunk)
+                       logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
     fit = sft_trainer(trainer, steps, grad_clip, out_dir)
     with lightning_errors():
         fit.fit(module, loader)
