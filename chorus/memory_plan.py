@@ -256,7 +256,7 @@ def train_job(job: str, conf, policy: str, cuda: bool) -> Job:
     row = rl.max_prompt_tokens + rl.max_new_tokens
     rows = max(1, rl.micro_tokens // row) if rl.micro_tokens else rl.micro_batch
     lora = rl.lora.r
-    q, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
+    q = arch.heads * arch.head_dim
     share = min(1.0, lora * arch.layers * (2 * arch.hidden + q) * 2 / arch.params) if lora else 1.0  # q and v
     frozen = 0
     reference = job == "rl" and conf.rl_algo.kl_coef > 0 and not lora
