@@ -72,6 +72,33 @@ def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_mo
     return get_peft_model(model, cfg)
 
 
+def merged_lora_weights(model) -> list[tuple[str, torch.Tensor]]:
+    """A peft LoRA model's weights as the plain model it stands for, under the base model's Hugging
+    Face names (no base_model.model. prefix, no .base_layer, no lora_ tensors): each adapted layer's
+    weight is its base weight plus the adapter's delta (peft's get_delta_weight, the very delta
+    merge_adapter adds), in the base weight's dtype; the other tensors are the model's own.
+
+    Computed out of place rather than by merge_adapter then unmerge_adapter: that adds the delta to
+    the frozen base and subtracts it again, which rounds (in bf16, by up to an ulp at every sync), so
+    the base the adapter trains on would drift; here the trainer's model is only read."""
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    merged: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for name, layer in base.named_modules():
+            if not isinstance(layer, LoraLayer):
+                continue
+            if any(layer.use_dora.get(a) for a in layer.active_adapters):
+                raise ValueError(f"{name}: a DoRA adapter cannot be synced as a plain delta; train plain LoRA "
+                                 "(use_dora off) with rl.engine=vllm")
+            weight = layer.get_base_layer().weight
+            delta = sum(layer.get_delta_weight(a) for a in layer.active_adapters)
+            merged[f"{name}.base_layer.weight"] = (weight + delta).to(weight.dtype)
+        return [(key.replace(".base_layer.", "."), merged.get(key, tensor))
+                for key, tensor in base.state_dict().items() if ".lora_" not in key]
+
+
 def export_merged(model, tokenizer, out_dir: str | Path, dtype: str | None = None) -> Path:
     """Save plain Hugging Face weights (LoRA merged in when present), in the model's own precision or,
     given `dtype`, in that one. The model itself is not cast: its fp32 masters may still be evaluated."""

@@ -22,7 +22,7 @@ from ..config.job_context import JobContext
 from ..config.schema import RLConf, TrainerConf
 from ..heldout import evaluate_policy
 from ..policy.engines import SamplingParams, make_engine
-from ..policy.models import check_dtype, export_merged, load_model
+from ..policy.models import check_dtype, export_merged, load_model, merged_lora_weights
 from ..tracking.timing import add_seconds
 from ..trainer_setup import build_trainer, eval_device, lightning_errors, use_gradient_checkpointing
 from .algos import RLAlgo
@@ -53,11 +53,17 @@ def model_identity(path: str, lora: dict | None) -> dict:
 
 
 def _engine_sync(engine):
-    """After each update: the trainer's full weights into the engine, which then drops its prefix
-    cache (engine.sync_weights does both, so no caller can load without the reset)."""
-    def sync(model) -> None:  # full tensors even when the trainer shards the model (FSDP)
+    """After each update: the trainer's weights into the engine, which then drops its prefix cache
+    (engine.sync_weights does both, so no caller can load without the reset). Full weights, or under
+    LoRA the adapter merged into the base (the engine serves the plain base model: its names, no
+    adapter tensors)."""
+    def sync(model) -> None:
+        if hasattr(model, "peft_config"):  # the adapter merged out of place: training goes on unmerged
+            engine.sync_weights(merged_lora_weights(model))
+            return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+        # full tensors even when the trainer shards the model (FSDP)
         full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
         engine.sync_weights(full.items())
     return sync
@@ -115,9 +121,9 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
         raise ValueError(f"rl.group_size={rl.group_size} with {algo.name}'s std-normalised advantage: a group of 1 "
                          "has no std; use rl.group_size >= 2 or rl_algo=dr_grpo")
     check_dtype(rl.export_dtype, "rl.export_dtype")
-    if rl.engine == "vllm" and rl.lora.r > 0:
-        raise ValueError("rl.engine=vllm syncs full weights into the engine; use full fine-tuning (rl.lora.r=0) "
-                         "or rl.engine=hf with LoRA")
+    if trainer.strategy == "fsdp" and rl.lora.r > 0:  # the vLLM sync merges each adapted layer whole
+        raise ValueError("trainer=fsdp with LoRA is not supported (the vLLM sync merges the adapter into whole, "
+                         "unsharded layers); use trainer=ddp with LoRA, or full fine-tuning (rl.lora.r=0)")
 
 
 def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl: RLConf,
