@@ -39,29 +39,43 @@ def load_model(name: str = "tiny", path: str | None = None, size: str = "s", see
                device: str = "cpu", attn_implementation: str | None = "sdpa", lora: dict | None = None,
                pretrain_steps: int = 0, **_):
     """(model, tokenizer) ready for generation, in eval mode, on `device`."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     where = resolve_path(name, path, size, seed, pretrain_steps)
     if dtype not in _DTYPES:
         raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}")
-    offline = not Path(where).exists()
+    tok = load_tokenizer(where)
     try:
-        tok = AutoTokenizer.from_pretrained(where, local_files_only=not offline)
         kwargs = {"dtype": _DTYPES[dtype]}
         if attn_implementation:
             kwargs["attn_implementation"] = attn_implementation
-        model = AutoModelForCausalLM.from_pretrained(where, local_files_only=not offline, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(where, local_files_only=Path(where).exists(), **kwargs)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load model {where}: {first}") from None
+        raise ModelLoadError(f"cannot load model {where}: {_first_line(exc)}") from None
+    if lora:
+        model = add_lora(model, **lora)
+    return model.to(device).eval(), tok
+
+
+def load_tokenizer(where: str):
+    """The tokenizer of a local path or hub id, as load_model gives it (no weights loaded): EOS
+    required, EOS as padding when it has none, padded on the left for batched generation."""
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(where, local_files_only=Path(where).exists())
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load model {where}: {_first_line(exc)}") from None
     if tok.eos_token_id is None:
         raise ModelLoadError(f"tokenizer of {where} has no EOS token; set eos_token in its tokenizer_config.json")
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"  # decoder-only batched generation
-    if lora:
-        model = add_lora(model, **lora)
-    return model.to(device).eval(), tok
+    return tok
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_modules: list[str] | None = None, **_):

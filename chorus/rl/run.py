@@ -105,7 +105,9 @@ def _trim_logs(paths, step: int) -> None:
 class Objective:
     """What a policy-training run optimises: how a step's batch is collected, which module updates
     on it, and what else gets logged per step. RL is the default; OPD supplies its own."""
-    collect: Callable = collect  # (draw, engine, tokenizer, pool, spec, prompts_per_step, seed=) -> batch
+    # (draw, engine, tokenizer, pool, spec, prompts_per_step, seed=, after_generation=) -> batch; it calls
+    # after_generation() once its last sample is drawn, before anything else takes memory (OPD's teachers)
+    collect: Callable = collect
     module: Callable = RLModule  # (model, algo, rl, hooks, identity, ref_model=) -> LightningModule
     log_batch: Callable[[Path, int, object], None] | None = None
 
@@ -166,13 +168,13 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
             return sampler.draw_share(k, fit.world_size, fit.global_rank)
 
         def rollout(step: int):
+            # a vLLM engine sleeps once the samples are drawn: its memory goes to what follows (OPD's
+            # teachers, the update); the weight sync after the update wakes it
+            sleep = engines.engine.sleep if rl.engine == "vllm" and rl.vllm_sleep else (lambda: None)
             with warnings.catch_warnings():
                 warnings.simplefilter("always")
-                batch = objective.collect(draw, engines.engine, tok, pool, spec, rl.prompts_per_step,
-                                          seed=seed * 1_000_003 + step * 101 + fit.global_rank)
-            if rl.engine == "vllm" and rl.vllm_sleep:
-                engines.engine.sleep()  # its memory to the update; the weight sync after it wakes it
-            return batch
+                return objective.collect(draw, engines.engine, tok, pool, spec, rl.prompts_per_step,
+                                         seed=seed * 1_000_003 + step * 101 + fit.global_rank, after_generation=sleep)
 
         def start(policy) -> None:  # at train start: after the process group, after a resume's restore
             if engines.engine is None:
