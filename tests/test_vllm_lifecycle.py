@@ -245,3 +245,32 @@ def test_lora_runs_on_vllm_but_not_under_fsdp():
     check_run(get_algo("dapo"), lora, TrainerConf(strategy="ddp"))  # merged into the engine at each sync
     with pytest.raises(ValueError, match="trainer=fsdp with LoRA is not supported.*use trainer=ddp with LoRA"):
         check_run(get_algo("dapo"), lora, TrainerConf(strategy="fsdp"))
+
+
+@pytest.mark.slow
+def test_lora_trains_an_fp32_adapter_on_a_base_in_model_dtype_and_exports_the_fp32_merge(
+        tiny_xs, rl_tasks, sim, tmp_path):
+    from chorus.config.schema import LoraConf
+
+    seen = {}
+
+    def after_step(step, stats):  # the policy as the update left it
+        model = modules[0].model
+        seen["dtypes"] = {("lora_" in n, p.requires_grad, p.dtype) for n, p in model.named_parameters()}
+        seen["state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    modules = []
+    ctx = context(tmp_path, sim, dtype="bfloat16", on_step=after_step)
+    rl = rl_settings(steps=1, prompts_per_step=1, group_size=2, max_new_tokens=16, lora=LoraConf(r=4, alpha=8))
+    train_rl(str(tiny_xs), get_algo("dapo", dynamic_sampling=False), rl_tasks, [], ctx, rl=rl,
+             objective=Objective(module=lambda *a, **kw: modules.append(RLModule(*a, **kw)) or modules[-1]))
+    # the frozen base in model.dtype (half of fp32's memory), the trained adapter in fp32
+    assert seen["dtypes"] == {(False, False, torch.bfloat16), (True, True, torch.float32)}
+    # hf/ is the merge in fp32, by hand: W (bf16, exact in fp32) + B @ A * alpha / r (one step of an
+    # untrained model may leave B at 0: the merge of a nonzero adapter is test_model_policy's)
+    state, exported = seen["state"], weights(tmp_path / "hf")
+    assert {v.dtype for v in exported.values()} == {torch.float32}
+    layer = "base_model.model.model.layers.0.self_attn.q_proj"
+    w, a, b = (state[f"{layer}.{k}.weight"] for k in ("base_layer", "lora_A.default", "lora_B.default"))
+    torch.testing.assert_close(exported["model.layers.0.self_attn.q_proj.weight"], w.float() + b @ a * 2.0,
+                               rtol=0, atol=1e-6)
+    assert torch.equal(exported["model.norm.weight"], state["base_model.model.model.norm.weight"].float())

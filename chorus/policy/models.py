@@ -114,11 +114,13 @@ def merged_lora_weights(model) -> list[tuple[str, torch.Tensor]]:
 
 
 def export_merged(model, tokenizer, out_dir: str | Path, dtype: str | None = None) -> Path:
-    """Save plain Hugging Face weights (LoRA merged in when present), in the model's own precision or,
-    given `dtype`, in that one. The model itself is not cast: its fp32 masters may still be evaluated."""
+    """Save plain Hugging Face weights (LoRA merged in when present, in fp32), in the model's own
+    precision (fp32 for a LoRA model) or, given `dtype`, in that one. The model itself is not cast: its fp32 masters may still be evaluated."""
     out = Path(out_dir)
     if hasattr(model, "merge_and_unload"):
-        model = model.merge_and_unload()
+        # merged in fp32: over a bf16 base the adapter's delta would be rounded to the base's bf16
+        # steps, and merges need that small task vector
+        model = model.float().merge_and_unload()
     if dtype is None or _DTYPES[dtype] == model.dtype:
         model.save_pretrained(out)
     else:  # cast a copy of the tensors only; config.json would still name the model's dtype, so fix it

@@ -144,8 +144,9 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     # The trained policy keeps fp32 master weights whatever model.dtype says: AdamW on bf16
     # parameters rounds most small updates away (at lr 1e-6 only ~1 % of the weights moved). The
     # trainer's precision (bf16-mixed on GPUs) autocasts the compute; ctx.dtype is for what is not
-    # trained: the reference model, a vLLM engine, teachers and evaluation copies.
-    model, tok = load_model("hf", path=init, dtype="float32", lora=lora)
+    # trained: the reference model, a vLLM engine, teachers, evaluation copies and LoRA's frozen
+    # base (its adapter stays fp32: peft casts adapters to fp32 over a bf16 base).
+    model, tok = load_model("hf", path=init, dtype=dtype if lora else "float32", lora=lora)
     ref = None
     if algo.needs_reference and not lora:
         ref, _ = load_model("hf", path=init, dtype=dtype)
