@@ -93,8 +93,8 @@ def merged_lora_weights(model) -> list[tuple[str, torch.Tensor]]:
     merge_adapter adds), in the base weight's dtype; the other tensors are the model's own.
 
     Computed out of place rather than by merge_adapter then unmerge_adapter: that adds the delta to
-    the frozen base and subtracts it again, which rounds (in bf16, by up to an ulp at every sync), so
-    the base the adapter trains on would drift; here the trainer's model is only read."""
+    the frozen base and subtracts it again, rounding twice at every sync (coarsely over a bf16 base),
+    so the base the adapter trains on would drift; here the trainer's model is only read."""
     from peft.tuners.lora import LoraLayer
 
     base = model.get_base_model()
@@ -114,8 +114,10 @@ def merged_lora_weights(model) -> list[tuple[str, torch.Tensor]]:
 
 
 def export_merged(model, tokenizer, out_dir: str | Path, dtype: str | None = None) -> Path:
-    """Save plain Hugging Face weights (LoRA merged in when present, in fp32), in the model's own
-    precision (fp32 for a LoRA model) or, given `dtype`, in that one. The model itself is not cast: its fp32 masters may still be evaluated."""
+    """Save plain Hugging Face weights, in the model's own precision or, given `dtype`, in that one.
+    A full model itself is not cast: its fp32 masters may still be evaluated. A LoRA model is merged
+    in place (peft's merge_and_unload) after its base is cast to fp32, so the export is fp32 unless
+    `dtype` says otherwise."""
     out = Path(out_dir)
     if hasattr(model, "merge_and_unload"):
         # merged in fp32: over a bf16 base the adapter's delta would be rounded to the base's bf16
