@@ -85,7 +85,7 @@ def _job(kind: str, init: str, out: str, cache_dir: str, teacher: str | None = N
 
         calls = []
 
-        def collect_per_rank(draw, engine, tok, pool, spec, prompts_per_step, seed=0):
+        def collect_per_rank(draw, engine, tok, pool, spec, prompts_per_step, **kw):
             # step 1: rank 1's dynamic sampling drops every group, rank 0 keeps both (4 rows);
             # step 2: rank 1 keeps 1 group (2 rows: fewer micro-batches than rank 0), rank 0 both again
             rank, step = torch.distributed.get_rank(), len(calls) + 1
@@ -94,7 +94,7 @@ def _job(kind: str, init: str, out: str, cache_dir: str, teacher: str | None = N
             spec = dataclasses.replace(spec, algo=dataclasses.replace(spec.algo, std_threshold=threshold,
                                                                       max_refills=0))
             k = 1 if rank == 1 and step == 2 else prompts_per_step
-            return collect(draw, engine, tok, pool, spec, k, seed=seed)
+            return collect(draw, engine, tok, pool, spec, k, **kw)
 
         module = recording(RLModule)
         module.hooks_out = out

@@ -98,3 +98,25 @@ def test_cli_prompt_and_context_limits_are_one_line_errors(tmp_path, cache_root,
                         "format=vectors", *overrides, f"hydra.run.dir={tmp_path}"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_lora_adapter_over_a_bf16_base_exports_its_merge_in_fp32(tmp_path, tiny_xs):
+    import torch
+    from safetensors.torch import load_file
+
+    from chorus.policy.models import export_merged
+
+    model, tok = load_model("hf", path=str(tiny_xs), dtype="bfloat16", lora={"r": 4, "alpha": 8})
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.fill_(1e-3)  # a small task vector: below the bf16 step of most base weights
+    layer = "base_model.model.model.layers.0.self_attn.q_proj"
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    w, a, b = (state[f"{layer}.{k}.weight"] for k in ("base_layer", "lora_A.default", "lora_B.default"))
+    by_hand = w.float() + b @ a * 2.0  # alpha / r
+    rounded = (w.float() + b @ a * 2.0).to(torch.bfloat16).float()  # what a merge in bf16 would keep
+    assert not torch.equal(rounded, by_hand)
+    exported = load_file(str(export_merged(model, tok, tmp_path / "hf") / "model.safetensors"))
+    assert {v.dtype for v in exported.values()} == {torch.float32}
+    torch.testing.assert_close(exported["model.layers.0.self_attn.q_proj.weight"], by_hand, rtol=0, atol=1e-7)

@@ -182,3 +182,58 @@ def test_a_teacher_identical_to_the_student_is_at_zero_kl_at_the_sampling_temper
               rl=rl_settings(steps=1, prompts_per_step=2, group_size=2, temperature=0.5, lr=0.0))
     step = lines(tmp_path / "run/steps.jsonl")[0]
     assert step["route_self"] == 2 and abs(step["kl_self"]) < 1e-3
+
+
+@pytest.mark.slow
+def test_with_vllm_teachers_run_while_the_engine_sleeps_and_the_online_estimate_loads_no_extra_teacher(
+        sft_xs, tiny_xs, rl_tasks, sim, tmp_path, monkeypatch):
+    """engine=vllm (tests/vllm_standin.py): the engine sleeps once the student's samples are drawn, so
+    the online reward estimate (teacher samples) and the teachers' scoring run beside a sleeping
+    engine; the update's sync wakes it. The estimate generates with the teacher already loaded: the
+    teacher's weights are loaded once, and its rewards are those of a fresh copy of it (the old way)."""
+    from transformers import AutoModelForCausalLM
+
+    import vllm_standin
+    from chorus.opd.rollouts import TeacherModels
+    from chorus.opd.teachers import mean_rewards
+    from chorus.policy.engines import HFEngine, SamplingParams
+    from chorus.policy.models import load_model
+    from chorus.protocol.direct import run_direct
+
+    vllm_standin.install(monkeypatch)
+    vllm_standin.BUILT.clear()
+    loads, load = [], AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", lambda where, **kw: (loads.append(str(where)),
+                                                                                       load(where, **kw))[1])
+    use = TeacherModels.use
+
+    def recorded_use(self, name):  # each time a teacher runs, in the engine's own call record
+        vllm_standin.BUILT[-1].calls.append(f"teacher {name}")
+        return use(self, name)
+    monkeypatch.setattr(TeacherModels, "use", recorded_use)
+    rl = rl_settings(engine="vllm", steps=1, prompts_per_step=2, group_size=2, max_new_tokens=48)
+    ctx = context(tmp_path, sim, progress=Progress(tmp_path))
+    train_opd(str(tiny_xs), TeacherPoolConf(teachers=[Teacher("sft", str(sft_xs), "online")], online_samples=2),
+              rl_tasks, [], ctx, opd=ConsolidationConf(name="opd"), rl=rl)
+    [llm] = vllm_standin.BUILT
+    calls = [c for c in llm.calls if c != "generate"]
+    # the first sync at train start; the student samples; the engine sleeps; the teacher estimates
+    # (and scores, where it was routed); the update's sync wakes the engine
+    start = calls.index("sleep1")
+    assert calls[:start] == ["load", "reset"] and calls[start + 1] == "teacher sft"
+    wake = calls.index("wake:weights")
+    assert set(calls[start + 1:wake]) == {"teacher sft"}
+    assert calls[wake:] == ["wake:weights", "load", "reset", "wake:kv_cache"]
+    assert "generate" not in llm.calls[llm.calls.index("sleep1"):llm.calls.index("wake:weights")]
+    assert loads.count(str(sft_xs)) == 1  # the teacher, once: no second copy for the online estimate
+    # the estimate equals the old way's: a fresh copy of the teacher with its tokenizer, same settings
+    estimated = lines(tmp_path / "teacher_rewards.jsonl")
+    by_id = {t.id: t for t in rl_tasks}
+    tasks = [by_id[r["task_id"]] for r in estimated]  # in the order drawn: a batch's seeds follow it
+    assert len(tasks) == 2
+    model, tok = load_model("hf", path=str(sft_xs), dtype=ctx.dtype)
+    rows = run_direct(tasks, HFEngine(model, tok, generation=rl.generation), tok, ctx.fmt, 2,
+                      SamplingParams(max_new_tokens=48, temperature=rl.temperature, seed=ctx.seed), ctx.sim,
+                      workers=ctx.workers, max_prompt_tokens=rl.max_prompt_tokens, batch_tasks=rl.prompts_per_generate,
+                      progress=False)
+    assert {r["task_id"]: r["reward"] for r in estimated} == mean_rewards(rows, rl.reward)

@@ -14,14 +14,16 @@ from chorus.policy.engines import Generation
 from chorus.policy.vllm_engine import VLLMEngine, fence_cut, finish_reason, llm_kwargs, sampling_kwargs
 from chorus.rl.algos import get_algo
 from chorus.rl.losses import clipped_pg_loss, tis_weights
-from chorus.rl.run import train_rl
+from chorus.rl.module import RLModule
+from chorus.rl.run import Objective, train_rl
 from helpers import PROMPT, context, lines, rl_settings, weights
 
 
-def run(init, out, rl_tasks, sim, **over):
+def run(init, out, rl_tasks, sim, objective=Objective(), **over):
     ctx = context(out, sim)
     rl = rl_settings(engine="vllm", max_new_tokens=24, prompts_per_step=1, group_size=2, **over)
-    return train_rl(str(init), get_algo("dapo", dynamic_sampling=False), rl_tasks, rl_tasks[:1], ctx, rl=rl)
+    return train_rl(str(init), get_algo("dapo", dynamic_sampling=False), rl_tasks, rl_tasks[:1], ctx, rl=rl,
+                    objective=objective)
 
 
 @pytest.mark.slow
@@ -29,12 +31,20 @@ def test_the_engine_starts_from_the_trained_weights_sleeps_through_updates_and_r
         sft_xs, rl_tasks, sim, tmp_path, monkeypatch):
     vllm_standin.install(monkeypatch)
     vllm_standin.BUILT.clear()
-    run(sft_xs, tmp_path, rl_tasks, sim, steps=1)
+    modules, grads_at_wake = [], []
+    monkeypatch.setattr(vllm_standin.StandInLLM, "on_wake", staticmethod(lambda tags: grads_at_wake.append(
+        (tags, [p.grad for p in modules[0].model.parameters()]))))
+    run(sft_xs, tmp_path, rl_tasks, sim, steps=1,
+        objective=Objective(module=lambda *a, **kw: modules.append(RLModule(*a, **kw)) or modules[-1]))
     [llm] = vllm_standin.BUILT
     # built at train start, synced before its first rollout; each rollout then sleeps, each update's
-    # sync wakes it and reloads; the final evaluation samples from the last weights
+    # sync wakes its weights, reloads, resets the prefix cache and then wakes its KV cache; the final
+    # evaluation samples from the last weights
     assert llm.calls[:3] == ["load", "reset", "generate"]
-    per_step = ["sleep1", "wake", "load", "reset"]
+    per_step = ["sleep1", "wake:weights", "load", "reset", "wake:kv_cache"]
+    # the update's gradients were freed before the wake (RLModule's sync_engine)
+    assert [t for t, _ in grads_at_wake] == [["weights"], ["kv_cache"]]
+    assert all(g is None for g in grads_at_wake[0][1])
     gens = [i for i, c in enumerate(llm.calls) if c == "generate"]
     assert [c for c in llm.calls if c != "generate"] == ["load", "reset", *per_step]
     assert gens[-1] > len(llm.calls) - 1 - llm.calls[::-1].index("reset")  # the final evaluation after the last sync
@@ -128,3 +138,139 @@ def test_truncated_importance_weights_hand_computed():
     with pytest.raises(ValueError, match="tis_cap"):
         tis_weights(trainer, engine, mask, cap=0.0)
     assert RLConf().tis_cap == 2.0
+
+
+def test_the_sync_after_an_update_frees_the_gradients_then_wakes_weights_loads_resets_and_wakes_the_kv_cache(
+        tiny_xs, monkeypatch):
+    from chorus.policy.models import load_model
+    from chorus.rl.module import sync_engine
+    from chorus.rl.run import _engine_sync
+
+    llm = vllm_standin.StandInLLM(model=str(tiny_xs))
+    trainer, tok = load_model("hf", path=str(tiny_xs), dtype="float32")
+    engine = VLLMEngine(llm, tok, dict, Generation)
+    opt = torch.optim.AdamW(trainer.parameters(), lr=1e-2)
+    ids = tok("module and2(input a, b, output y);", return_tensors="pt")["input_ids"]
+    trainer(input_ids=ids, labels=ids).loss.backward()
+    opt.step()  # an update: its gradients are still allocated, as after RLModule._update
+    assert all(p.grad is not None for p in trainer.parameters())
+    engine.sleep()
+    grads_at_wake = {}
+    monkeypatch.setattr(vllm_standin.StandInLLM, "on_wake", staticmethod(
+        lambda tags: grads_at_wake.setdefault(tuple(tags), [p.grad for p in trainer.parameters()])))
+    zero_grad = opt.zero_grad
+    monkeypatch.setattr(opt, "zero_grad", lambda **kw: (llm.calls.append("free grads"), zero_grad(**kw)))
+    # on the CPU nothing is cached; torch.cuda.empty_cache is recorded, not run, to see where it falls
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: llm.calls.append("empty cache"))
+    sync_engine(opt, trainer, _engine_sync(engine), torch.device("cuda"))
+    assert llm.calls == ["sleep1", "free grads", "empty cache", "wake:weights", "load", "reset", "wake:kv_cache"]
+    assert all(g is None for g in grads_at_wake[("weights",)])  # the update's gradients were gone before the wake
+    assert not engine.asleep and not llm.sleeping
+    trained = trainer.state_dict()
+    assert all(torch.equal(v, trained[k]) for k, v in llm.weights().items())
+    engine.sleep()
+    sync_engine(opt, trainer, _engine_sync(engine), torch.device("cpu"))  # no CUDA cache to empty on the CPU
+    assert llm.calls[7:] == ["sleep1", "free grads", "wake:weights", "load", "reset", "wake:kv_cache"]
+    awake = len(llm.calls)
+    sync_engine(opt, trainer, _engine_sync(engine), torch.device("cpu"))  # rl.vllm_sleep=false: nothing to wake
+    assert llm.calls[awake:] == ["free grads", "load", "reset"]
+
+
+@pytest.mark.parametrize("base_dtype", ["float32", "bfloat16"])
+def test_a_lora_sync_pushes_the_merged_weights_under_the_base_names_and_leaves_the_adapter_unmerged(
+        tiny_xs, base_dtype):
+    import copy
+
+    from chorus.policy.engines import HFEngine, SamplingParams
+    from chorus.policy.models import load_model
+    from chorus.rl.run import _engine_sync
+
+    policy, tok = load_model("hf", path=str(tiny_xs), dtype=base_dtype, lora={"r": 4, "alpha": 8})
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # lora_B starts at zero (a no-op adapter): give it a trained-looking value
+        for name, p in policy.named_parameters():
+            if "lora_" in name:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+    assert {p.dtype for n, p in policy.named_parameters() if "lora_" in n} == {torch.float32}  # peft's adapter
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    merged = copy.deepcopy(policy).merge_and_unload()  # peft's own merge, on a copy: the independent value
+    expected = merged.state_dict()
+    llm = vllm_standin.StandInLLM(model=str(tiny_xs))
+    engine = VLLMEngine(llm, tok, dict, Generation)
+    engine.sleep()
+    _engine_sync(engine)(policy)
+    names = llm.loaded_names
+    assert sorted(names) == sorted(expected)  # the base model's Hugging Face names, every one of them
+    assert not [n for n in names if "base_model" in n or "base_layer" in n or "lora_" in n]
+    held = llm.weights()
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(expected[q], before[f"base_model.model.{q}".replace(".weight", ".base_layer.weight")])
+    for name, value in expected.items():  # the engine's fp32 copy holds exactly peft's merged values
+        assert torch.equal(held[name], value.float()), name
+    after = policy.state_dict()  # the trainer's model is untouched: base and adapter, bit for bit
+    assert sorted(after) == sorted(before) and all(torch.equal(after[k], before[k]) for k in before)
+    assert not any(getattr(m, "merged", False) for m in policy.modules())
+    # generation comes from the merged weights: the same tokens as peft's merged model, same sampling
+    params = SamplingParams(max_new_tokens=12, temperature=1.0, seed=3)
+    [[ours]] = engine.generate(["module and2"], 1, params)
+    [[peft_merged]] = HFEngine(merged.float(), tok, generation="plain").generate(["module and2"], n=1, params=params)
+    assert ours.token_ids == peft_merged.token_ids and len(ours.token_ids) > 0
+
+
+@pytest.mark.slow
+def test_rl_with_lora_on_vllm_trains_the_adapter_and_the_engine_serves_the_merged_model(
+        sft_xs, rl_tasks, sim, tmp_path, monkeypatch):
+    from chorus.config.schema import LoraConf
+
+    vllm_standin.install(monkeypatch)
+    vllm_standin.BUILT.clear()
+    run(sft_xs, tmp_path, rl_tasks, sim, steps=1, lora=LoraConf(r=4, alpha=8))
+    [llm] = vllm_standin.BUILT
+    assert [c for c in llm.calls if c != "generate"] == ["load", "reset", "sleep1", "wake:weights", "load", "reset",
+                                                         "wake:kv_cache"]
+    assert not [n for n in llm.loaded_names if "lora_" in n or "base_layer" in n or n.startswith("base_model")]
+    # the engine holds what export_merged (peft's merge_and_unload) wrote: the trained adapter merged.
+    # Whether one step moved the adapter depends on the rewards; the merge itself is checked on a
+    # nonzero adapter by test_a_lora_sync_pushes_the_merged_weights_...
+    exported = weights(tmp_path / "hf")
+    held = llm.weights()
+    assert all(torch.equal(held[k], exported[k]) for k in exported)
+
+
+def test_lora_runs_on_vllm_but_not_under_fsdp():
+    from chorus.config.schema import LoraConf, TrainerConf
+    from chorus.rl.run import check_run
+
+    lora = RLConf(engine="vllm", lora=LoraConf(r=4))
+    check_run(get_algo("dapo"), lora, TrainerConf(strategy="ddp"))  # merged into the engine at each sync
+    with pytest.raises(ValueError, match="trainer=fsdp with LoRA is not supported.*use trainer=ddp with LoRA"):
+        check_run(get_algo("dapo"), lora, TrainerConf(strategy="fsdp"))
+
+
+@pytest.mark.slow
+def test_lora_trains_an_fp32_adapter_on_a_base_in_model_dtype_and_exports_the_fp32_merge(
+        tiny_xs, rl_tasks, sim, tmp_path):
+    from chorus.config.schema import LoraConf
+
+    seen = {}
+
+    def after_step(step, stats):  # the policy as the update left it
+        model = modules[0].model
+        seen["dtypes"] = {("lora_" in n, p.requires_grad, p.dtype) for n, p in model.named_parameters()}
+        seen["state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    modules = []
+    ctx = context(tmp_path, sim, dtype="bfloat16", on_step=after_step)
+    rl = rl_settings(steps=1, prompts_per_step=1, group_size=2, max_new_tokens=16, lora=LoraConf(r=4, alpha=8))
+    train_rl(str(tiny_xs), get_algo("dapo", dynamic_sampling=False), rl_tasks, [], ctx, rl=rl,
+             objective=Objective(module=lambda *a, **kw: modules.append(RLModule(*a, **kw)) or modules[-1]))
+    # the frozen base in model.dtype (half of fp32's memory), the trained adapter in fp32
+    assert seen["dtypes"] == {(False, False, torch.bfloat16), (True, True, torch.float32)}
+    # hf/ is the merge in fp32, by hand: W (bf16, exact in fp32) + B @ A * alpha / r (one step of an
+    # untrained model may leave B at 0: the merge of a nonzero adapter is test_model_policy's)
+    state, exported = seen["state"], weights(tmp_path / "hf")
+    assert {v.dtype for v in exported.values()} == {torch.float32}
+    layer = "base_model.model.model.layers.0.self_attn.q_proj"
+    w, a, b = (state[f"{layer}.{k}.weight"] for k in ("base_layer", "lora_A.default", "lora_B.default"))
+    torch.testing.assert_close(exported["model.layers.0.self_attn.q_proj.weight"], w.float() + b @ a * 2.0,
+                               rtol=0, atol=1e-6)
+    assert torch.equal(exported["model.norm.weight"], state["base_model.model.model.norm.weight"].float())

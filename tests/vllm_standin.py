@@ -1,7 +1,9 @@
 """A stand-in for `vllm.LLM` that really generates (vLLM cannot run here: no GPU, and it pins a CUDA
 torch): a real tiny transformers model loaded from the path vLLM would load, sampling through the
 HF engine, taking weight syncs through chorus's worker extension (WeightSyncExtension on that
-model), with sleep/wake and every call recorded in order. `install` makes VLLMEngine.open build it,
+model), with sleep/wake and every call recorded in order. Sleep is vLLM's level 1 by tag: sleeping
+puts both "weights" and "kv_cache" to sleep, `wake_up(tags=...)` wakes the ones named (all without
+tags); a load needs the weights awake, generation needs both. `install` makes VLLMEngine.open build it,
 so chorus's own VLLMEngine (arguments, fence cut, log-probs, sync, sleep) runs unchanged around it.
 What vLLM itself does with the arguments stays untested."""
 from __future__ import annotations
@@ -35,11 +37,18 @@ def with_load_weights(model):
     return model
 
 
+SLEEP_TAGS = ("weights", "kv_cache")  # vLLM's names for what sleep mode frees
+
+
 class StandInLLM:
+    # a test's probe (set it as a staticmethod), called with the tags at each wake_up before they
+    # wake, e.g. to look at the trainer's gradients at that moment
+    on_wake = None
+
     def __init__(self, **kwargs):
         import torch.distributed as dist
 
-        self.kwargs, self.calls, self.asleep = kwargs, [], False
+        self.kwargs, self.calls, self.sleeping = kwargs, [], set()
         # what the engine found when it was built: a process group (its size) or none
         self.world_at_build = dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
         self.model, self.tok = load_model("hf", path=kwargs["model"], dtype="float32")
@@ -50,8 +59,14 @@ class StandInLLM:
     def weights(self) -> dict:
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
+    @property
+    def asleep(self) -> bool:
+        return bool(self.sleeping)
+
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        assert "weights" not in self.sleeping, "weights loaded while they sleep on the CPU"
         self.calls.append("load")
+        self.loaded_names = [name for name, _ in args[0]]  # what the last sync pushed
         return [getattr(self.worker, method)(*args, **(kwargs or {}))]
 
     def reset_prefix_cache(self):
@@ -59,14 +74,18 @@ class StandInLLM:
         return True
 
     def sleep(self, level=1):
-        assert not self.asleep, "slept twice"
+        assert not self.sleeping, "slept twice"
         self.calls.append(f"sleep{level}")
-        self.asleep = True
+        self.sleeping = set(SLEEP_TAGS)
 
     def wake_up(self, tags=None):
-        assert self.asleep, "woken while awake"
-        self.calls.append("wake")
-        self.asleep = False
+        tags = list(SLEEP_TAGS) if tags is None else list(tags)
+        assert set(tags) <= set(SLEEP_TAGS), f"vLLM has no sleep tag {tags}"
+        assert set(tags) <= self.sleeping, f"woke {tags} while awake"
+        if self.on_wake:
+            self.on_wake(tags)
+        self.calls.append("wake:" + ",".join(tags))
+        self.sleeping -= set(tags)
 
     def generate(self, requests, sampling_params: dict, use_tqdm=True):
         assert not self.asleep, "generate while asleep"

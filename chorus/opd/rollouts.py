@@ -60,9 +60,12 @@ class TeacherModels:
 def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, rewards: TeacherRewards,
                 teachers: TeacherModels, order: list[str], margin: float = 0.0, seed: int = 0,
                 micro_batch: int = 8, logit_chunk: int = 1024,
-                pack_sequences: bool | None = TrainerConf.pack_sequences) -> OPDBatch:
+                pack_sequences: bool | None = TrainerConf.pack_sequences, after_generation=lambda: None) -> OPDBatch:
+    """The student's samples, then `after_generation()` (a vLLM engine sleeps: the teachers that
+    estimate rewards online and score the samples get its memory), then the routing and scoring."""
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
+    after_generation()
     teacher_r = rewards.for_tasks(tasks)
     decisions, seqs, rows, teacher_of = [], [], [], []
     for grp in groups:

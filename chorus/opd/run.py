@@ -9,7 +9,7 @@ from pathlib import Path
 from ..config.schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
 from ..config.job_context import JobContext
 from ..policy.engines import SamplingParams
-from ..policy.models import load_model
+from ..policy.models import load_tokenizer
 from ..rl.algos import OPD_ALGO
 from ..rl.run import Objective, train_rl
 from ..trainer_setup import eval_device
@@ -18,22 +18,31 @@ from .rollouts import TeacherModels, collect_opd
 from .teachers import Teacher, TeacherRewards, check_teachers, mean_rewards
 
 
-def online_estimator(rl: RLConf, samples: int, ctx: JobContext, device=lambda: "cpu"):
+def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: TeacherModels):
     """K teacher samples per task at the training sampling settings, scored like the student's:
-    the online teacher reward. Each estimate is a `teacher rewards <name>` progress phase; the
-    teacher generates on `device()` (the student's device, read when the estimate runs)."""
+    the online teacher reward. Each estimate is a `teacher rewards <name>` progress phase. The
+    teacher generates with HF generate on the copy `teachers` gives (the one that scores the
+    student's samples: held in memory, or loaded for the estimate and freed after it when teachers
+    are loaded one at a time), on its device, never on a copy of its own. (A vLLM engine holds the
+    student's weights: it sleeps while teachers run, from the end of the student's sampling.)"""
     from ..policy.engines import HFEngine
     from ..protocol.direct import run_direct
+
+    tokenizers: dict[str, object] = {}  # each teacher's own, as its evaluation would use (no weights)
 
     def estimate(teacher: Teacher, tasks) -> dict[str, float]:
         phase = f"teacher rewards {teacher.name}"
         ctx.progress.start(phase, len(tasks) * samples)
-        model, tok = load_model("hf", path=teacher.checkpoint, dtype=ctx.dtype, device=device())
-        rows = run_direct(tasks, HFEngine(model, tok, generation=rl.generation), tok, ctx.fmt, samples,
-                          SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=ctx.seed),
-                          ctx.sim, workers=ctx.workers, executor=ctx.executor, max_prompt_tokens=rl.max_prompt_tokens,
-                          batch_tasks=rl.prompts_per_generate, timing=ctx.timing, progress=False,
-                          on_progress=ctx.progress.callback(phase))
+        if teacher.name not in tokenizers:
+            tokenizers[teacher.name] = load_tokenizer(teacher.checkpoint)
+        tok = tokenizers[teacher.name]
+        with teachers.use(teacher.name) as model:
+            rows = run_direct(tasks, HFEngine(model, tok, generation=rl.generation), tok, ctx.fmt, samples,
+                              SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature,
+                                             seed=ctx.seed),
+                              ctx.sim, workers=ctx.workers, executor=ctx.executor,
+                              max_prompt_tokens=rl.max_prompt_tokens, batch_tasks=rl.prompts_per_generate,
+                              timing=ctx.timing, progress=False, on_progress=ctx.progress.callback(phase))
         by_task = mean_rewards(rows, rl.reward)
         return {t.id: by_task.get(t.id) for t in tasks}
     return estimate
@@ -56,7 +65,7 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
     models = TeacherModels(teachers, keep_in_memory=opd.teachers_in_memory or opd.mode == "direct", dtype=ctx.dtype,
                            device=eval_device(trainer or TrainerConf()))
     rewards = TeacherRewards(teachers, [t.id for t in tasks], pool.missing,
-                             online_estimator(rl, pool.online_samples, ctx, device=lambda: models.device),
+                             online_estimator(rl, pool.online_samples, ctx, models),
                              cache=ctx.out / "teacher_rewards.jsonl", reward_cfg=rl.reward)
     order = [t.name for t in teachers]
     collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,

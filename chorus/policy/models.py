@@ -39,29 +39,43 @@ def load_model(name: str = "tiny", path: str | None = None, size: str = "s", see
                device: str = "cpu", attn_implementation: str | None = "sdpa", lora: dict | None = None,
                pretrain_steps: int = 0, **_):
     """(model, tokenizer) ready for generation, in eval mode, on `device`."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     where = resolve_path(name, path, size, seed, pretrain_steps)
     if dtype not in _DTYPES:
         raise ModelLoadError(f"unknown dtype {dtype!r}; use one of {sorted(_DTYPES)}")
-    offline = not Path(where).exists()
+    tok = load_tokenizer(where)
     try:
-        tok = AutoTokenizer.from_pretrained(where, local_files_only=not offline)
         kwargs = {"dtype": _DTYPES[dtype]}
         if attn_implementation:
             kwargs["attn_implementation"] = attn_implementation
-        model = AutoModelForCausalLM.from_pretrained(where, local_files_only=not offline, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(where, local_files_only=Path(where).exists(), **kwargs)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load model {where}: {first}") from None
+        raise ModelLoadError(f"cannot load model {where}: {_first_line(exc)}") from None
+    if lora:
+        model = add_lora(model, **lora)
+    return model.to(device).eval(), tok
+
+
+def load_tokenizer(where: str):
+    """The tokenizer of a local path or hub id, as load_model gives it (no weights loaded): EOS
+    required, EOS as padding when it has none, padded on the left for batched generation."""
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(where, local_files_only=Path(where).exists())
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load model {where}: {_first_line(exc)}") from None
     if tok.eos_token_id is None:
         raise ModelLoadError(f"tokenizer of {where} has no EOS token; set eos_token in its tokenizer_config.json")
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"  # decoder-only batched generation
-    if lora:
-        model = add_lora(model, **lora)
-    return model.to(device).eval(), tok
+    return tok
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_modules: list[str] | None = None, **_):
@@ -72,12 +86,43 @@ def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_mo
     return get_peft_model(model, cfg)
 
 
+def merged_lora_weights(model) -> list[tuple[str, torch.Tensor]]:
+    """A peft LoRA model's weights as the plain model it stands for, under the base model's Hugging
+    Face names (no base_model.model. prefix, no .base_layer, no lora_ tensors): each adapted layer's
+    weight is its base weight plus the adapter's delta (peft's get_delta_weight, the very delta
+    merge_adapter adds), in the base weight's dtype; the other tensors are the model's own.
+
+    Computed out of place rather than by merge_adapter then unmerge_adapter: that adds the delta to
+    the frozen base and subtracts it again, rounding twice at every sync (coarsely over a bf16 base),
+    so the base the adapter trains on would drift; here the trainer's model is only read."""
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    merged: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for name, layer in base.named_modules():
+            if not isinstance(layer, LoraLayer):
+                continue
+            if any(layer.use_dora.get(a) for a in layer.active_adapters):
+                raise ValueError(f"{name}: a DoRA adapter cannot be synced as a plain delta; train plain LoRA "
+                                 "(use_dora off) with rl.engine=vllm")
+            weight = layer.get_base_layer().weight
+            delta = sum(layer.get_delta_weight(a) for a in layer.active_adapters)
+            merged[f"{name}.base_layer.weight"] = (weight + delta).to(weight.dtype)
+        return [(key.replace(".base_layer.", "."), merged.get(key, tensor))
+                for key, tensor in base.state_dict().items() if ".lora_" not in key]
+
+
 def export_merged(model, tokenizer, out_dir: str | Path, dtype: str | None = None) -> Path:
-    """Save plain Hugging Face weights (LoRA merged in when present), in the model's own precision or,
-    given `dtype`, in that one. The model itself is not cast: its fp32 masters may still be evaluated."""
+    """Save plain Hugging Face weights, in the model's own precision or, given `dtype`, in that one.
+    A full model itself is not cast: its fp32 masters may still be evaluated. A LoRA model is merged
+    in place (peft's merge_and_unload) after its base is cast to fp32, so the export is fp32 unless
+    `dtype` says otherwise."""
     out = Path(out_dir)
     if hasattr(model, "merge_and_unload"):
-        model = model.merge_and_unload()
+        # merged in fp32: over a bf16 base the adapter's delta would be rounded to the base's bf16
+        # steps, and merges need that small task vector
+        model = model.float().merge_and_unload()
     if dtype is None or _DTYPES[dtype] == model.dtype:
         model.save_pretrained(out)
     else:  # cast a copy of the tensors only; config.json would still name the model's dtype, so fix it

@@ -19,7 +19,8 @@ RL builds it only once the process group exists (rl/run.py, at train start) with
 `external_launcher` backend, one engine of tensor-parallel size 1 per rank, as TRL's colocate mode
 does: vLLM's own executor would otherwise initialise torch.distributed with a world of 1, which
 Lightning then keeps, and every rank would train alone. `sleep` (level 1: weights to the CPU, KV
-cache dropped) frees the engine's memory for the update; `sync_weights` wakes it first.
+cache dropped) frees the engine's memory for the update; `sync_weights` wakes its weights, loads,
+resets the prefix cache and only then wakes its KV cache.
 
 The stop rule is the HF engine's (fence_stop.fence_closed, applied to the tokens afterwards): a
 stop string cannot tell a closing fence from an untagged opening one, so none is given, and a
@@ -44,6 +45,8 @@ LOAD_METHOD = "chorus_load_weights"
 # chorus.evaluate's engine has the GPU to itself: the share vLLM may take (weights + KV cache). RL
 # passes rl.vllm_memory instead, as it shares the GPU with the trainer.
 GPU_MEMORY_UTILIZATION = 0.85
+# vLLM's sleep-mode tags: what `LLM.wake_up(tags=...)` brings back (weights, or the KV cache)
+WEIGHTS, KV_CACHE = "weights", "kv_cache"
 TOP_K_DISABLED = -1  # vLLM's "consider all tokens" in every version from 0.10.2 on (0 only in newer ones)
 
 
@@ -190,15 +193,23 @@ class VLLMEngine:
 
     def sync_weights(self, named_tensors) -> None:
         """Replace the engine's weights with the trainer's (full, unsharded tensors with HF names),
-        then drop the prefix cache, whose KV the old weights computed."""
+        then drop the prefix cache, whose KV the old weights computed. A sleeping engine wakes in two
+        steps around the load, as TRL's colocate mode does: its weights first, then its KV cache
+        only once the new weights are in, so the KV cache's memory (most of rl.vllm_memory) is not
+        taken back while the load still needs room. vLLM maps that memory outside PyTorch's
+        allocator, so the caller frees the update's gradients and PyTorch's cache before calling
+        (rl/module.py: sync_engine). One function keeps the order: wake weights, load, reset, wake KV."""
         tensors = list(named_tensors)
-        if self.asleep:
-            self.llm.wake_up()
-            self.asleep = False
+        waking = self.asleep
+        if waking:
+            self.llm.wake_up(tags=[WEIGHTS])
         self.llm.collective_rpc(LOAD_METHOD, args=(tensors,))
         if self.llm.reset_prefix_cache() is False:
             raise RuntimeError("vLLM refused to reset its prefix cache after a weight sync (requests still running?); "
                                "its cached KV would come from the old weights")
+        if waking:
+            self.llm.wake_up(tags=[KV_CACHE])
+            self.asleep = False
 
     def sleep(self) -> None:
         """Free the engine's GPU memory for the update: weights to the CPU, KV cache dropped (vLLM's

@@ -25,6 +25,18 @@ from .packing import pass_tokens, why_not_packable
 from .rollouts import RolloutBatch
 
 
+def sync_engine(optimizer, model, sync: Callable, device: torch.device) -> None:
+    """The weight sync after an update, with the update's memory freed first: its gradients (set to
+    None; on_train_batch_start would free them only before the next rollout) and, on CUDA, the
+    blocks PyTorch's cache still holds from the update's peak. A sleeping vLLM engine maps its
+    memory outside PyTorch's allocator when the sync wakes it, so memory PyTorch keeps cached is
+    memory vLLM cannot have (vLLM issue 15254: the OOM at the first wake after an update)."""
+    optimizer.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    sync(model)
+
+
 @dataclass
 class Hooks:
     """What the runner plugs into the module: the module owns the update, the runner the data."""
@@ -119,7 +131,7 @@ class RLModule(L.LightningModule):
             opt.step()
         sched.step()  # once per rollout: rl.warmup_steps counts rollouts, like rl.steps
         if self.hooks.sync_weights:
-            self.hooks.sync_weights(self.model)
+            sync_engine(opt, self.model, self.hooks.sync_weights, self.device)
         stats.update(b.stats, update_s=time.monotonic() - t0, lr=sched.get_last_lr()[0],
                      update_skipped=float(not plan.steps))
         self.log_dict({f"train/{k}": float(v) for k, v in stats.items()}, on_step=True, batch_size=1)

@@ -89,8 +89,9 @@ def sample_groups(tasks, engine, tokenizer, pool, spec: RolloutSpec, seed: int) 
 
 
 def collect(draw: Callable[[int], list], engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int,
-            seed: int = 0) -> RolloutBatch:
-    """One rollout iteration: `draw(k)` gives the next k tasks (the sampler owns the data position)."""
+            seed: int = 0, after_generation: Callable[[], None] = lambda: None) -> RolloutBatch:
+    """One rollout iteration: `draw(k)` gives the next k tasks (the sampler owns the data position);
+    `after_generation()` runs once the engine has drawn its last sample (a vLLM engine sleeps)."""
     algo, timing = spec.algo, {"generation_s": 0.0, "simulation_s": 0.0}
     calls = 0
 
@@ -113,6 +114,7 @@ def collect(draw: Callable[[int], list], engine, tokenizer, pool, spec: RolloutS
                                     refill=refill, std_threshold=algo.std_threshold, max_refills=algo.max_refills)
     else:
         ds = {"zero_std_fraction": _zero_std_fraction(groups, algo.std_threshold), "refills": 0}
+    after_generation()
     rows, seqs = [], []
     for grp in groups:
         for s, a in zip(grp, ADVANTAGES[algo.advantage]([s["reward"] for s in grp])):

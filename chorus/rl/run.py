@@ -22,7 +22,7 @@ from ..config.job_context import JobContext
 from ..config.schema import RLConf, TrainerConf
 from ..heldout import evaluate_policy
 from ..policy.engines import SamplingParams, make_engine
-from ..policy.models import check_dtype, export_merged, load_model
+from ..policy.models import check_dtype, export_merged, load_model, merged_lora_weights
 from ..tracking.timing import add_seconds
 from ..trainer_setup import build_trainer, eval_device, lightning_errors, use_gradient_checkpointing
 from .algos import RLAlgo
@@ -53,11 +53,17 @@ def model_identity(path: str, lora: dict | None) -> dict:
 
 
 def _engine_sync(engine):
-    """After each update: the trainer's full weights into the engine, which then drops its prefix
-    cache (engine.sync_weights does both, so no caller can load without the reset)."""
-    def sync(model) -> None:  # full tensors even when the trainer shards the model (FSDP)
+    """After each update: the trainer's weights into the engine, which then drops its prefix cache
+    (engine.sync_weights does both, so no caller can load without the reset). Full weights, or under
+    LoRA the adapter merged into the base (the engine serves the plain base model: its names, no
+    adapter tensors)."""
+    def sync(model) -> None:
+        if hasattr(model, "peft_config"):  # the adapter merged out of place: training goes on unmerged
+            engine.sync_weights(merged_lora_weights(model))
+            return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+        # full tensors even when the trainer shards the model (FSDP)
         full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
         engine.sync_weights(full.items())
     return sync
@@ -99,7 +105,9 @@ def _trim_logs(paths, step: int) -> None:
 class Objective:
     """What a policy-training run optimises: how a step's batch is collected, which module updates
     on it, and what else gets logged per step. RL is the default; OPD supplies its own."""
-    collect: Callable = collect  # (draw, engine, tokenizer, pool, spec, prompts_per_step, seed=) -> batch
+    # (draw, engine, tokenizer, pool, spec, prompts_per_step, seed=, after_generation=) -> batch; it calls
+    # after_generation() once its last sample is drawn, before anything else takes memory (OPD's teachers)
+    collect: Callable = collect
     module: Callable = RLModule  # (model, algo, rl, hooks, identity, ref_model=) -> LightningModule
     log_batch: Callable[[Path, int, object], None] | None = None
 
@@ -115,9 +123,9 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
         raise ValueError(f"rl.group_size={rl.group_size} with {algo.name}'s std-normalised advantage: a group of 1 "
                          "has no std; use rl.group_size >= 2 or rl_algo=dr_grpo")
     check_dtype(rl.export_dtype, "rl.export_dtype")
-    if rl.engine == "vllm" and rl.lora.r > 0:
-        raise ValueError("rl.engine=vllm syncs full weights into the engine; use full fine-tuning (rl.lora.r=0) "
-                         "or rl.engine=hf with LoRA")
+    if trainer.strategy == "fsdp" and rl.lora.r > 0:  # the vLLM sync merges each adapted layer whole
+        raise ValueError("trainer=fsdp with LoRA is not supported (the vLLM sync merges the adapter into whole, "
+                         "unsharded layers); use trainer=ddp with LoRA, or full fine-tuning (rl.lora.r=0)")
 
 
 def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl: RLConf,
@@ -136,8 +144,9 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     # The trained policy keeps fp32 master weights whatever model.dtype says: AdamW on bf16
     # parameters rounds most small updates away (at lr 1e-6 only ~1 % of the weights moved). The
     # trainer's precision (bf16-mixed on GPUs) autocasts the compute; ctx.dtype is for what is not
-    # trained: the reference model, a vLLM engine, teachers and evaluation copies.
-    model, tok = load_model("hf", path=init, dtype="float32", lora=lora)
+    # trained: the reference model, a vLLM engine, teachers, evaluation copies and LoRA's frozen
+    # base (its adapter stays fp32: peft casts adapters to fp32 over a bf16 base).
+    model, tok = load_model("hf", path=init, dtype=dtype if lora else "float32", lora=lora)
     ref = None
     if algo.needs_reference and not lora:
         ref, _ = load_model("hf", path=init, dtype=dtype)
@@ -160,13 +169,13 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
             return sampler.draw_share(k, fit.world_size, fit.global_rank)
 
         def rollout(step: int):
+            # a vLLM engine sleeps once the samples are drawn: its memory goes to what follows (OPD's
+            # teachers, the update); the weight sync after the update wakes it
+            sleep = engines.engine.sleep if rl.engine == "vllm" and rl.vllm_sleep else (lambda: None)
             with warnings.catch_warnings():
                 warnings.simplefilter("always")
-                batch = objective.collect(draw, engines.engine, tok, pool, spec, rl.prompts_per_step,
-                                          seed=seed * 1_000_003 + step * 101 + fit.global_rank)
-            if rl.engine == "vllm" and rl.vllm_sleep:
-                engines.engine.sleep()  # its memory to the update; the weight sync after it wakes it
-            return batch
+                return objective.collect(draw, engines.engine, tok, pool, spec, rl.prompts_per_step,
+                                         seed=seed * 1_000_003 + step * 101 + fit.global_rank, after_generation=sleep)
 
         def start(policy) -> None:  # at train start: after the process group, after a resume's restore
             if engines.engine is None:
