@@ -13,10 +13,13 @@ other (RLModule pads with zero-weight passes)."""
 from __future__ import annotations
 
 import types
+from typing import Callable
 
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
-from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard, register_fsdp_forward_method
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.fsdp import (CPUOffloadPolicy, FSDPModule, OffloadPolicy, fully_shard,
+                                    register_fsdp_forward_method)
 
 # The sharded model's method that runs its body (the decoder without the output head) as a forward of
 # the root unit: rl/logprobs.py's lean path calls body and head apart, and a bare body call would
@@ -55,6 +58,22 @@ def _body(model, **inputs):
     """The decoder's output (last_hidden_state), bound to the sharded model as BODY_METHOD."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wraps the HF model
     return base.get_decoder()(**inputs)
+
+
+def unsharded(model: torch.nn.Module, rebuild: Callable[[], torch.nn.Module]) -> torch.nn.Module | None:
+    """After training: the policy as a plain model on rank 0 (`rebuild()` makes one of its architecture,
+    then takes the full weights gathered from every rank's shards into CPU memory), None on the other
+    ranks; every rank must call it (the gather is a collective). A model that is not sharded is
+    returned as it is, on every rank. Exports and evaluations read the plain copy: the sharded module
+    would wait in a gather for ranks that have left."""
+    if not isinstance(model, FSDPModule):
+        return model
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if torch.distributed.get_rank() != 0:
+        return None
+    plain = rebuild()
+    plain.load_state_dict(full)
+    return plain
 
 
 class FSDP2Strategy(ModelParallelStrategy):

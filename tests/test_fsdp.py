@@ -133,6 +133,37 @@ def _job(world: str, offload: str, out: str) -> None:
     fit.fit(module, torch.utils.data.DataLoader(Ticks(), batch_size=None))
 
 
+def _rl_job(init: str, out: str, cache_dir: str) -> None:
+    """The real RL run path (train_rl) under trainer=fsdp on 2 ranks, generating with the vLLM stand-in."""
+    import dataclasses
+    import json
+
+    sys.path.insert(0, str(HERE))
+    import vllm_standin
+    from helpers import PROMPT as TASK_PROMPT
+    from helpers import context, rl_settings
+
+    from chorus.config.schema import TrainerConf
+    from chorus.rl.algos import get_algo
+    from chorus.rl.run import train_rl
+    from chorus.sim import SimConfig
+    from chorus.tasks import load_tasks
+
+    vllm_standin.install()
+    tasks = load_tasks("generated", split="train", difficulty="easy", per_family=2, seed=0)
+    eval_tasks = load_tasks("generated", split="test", difficulty="easy", per_family=4, seed=0)[:1]
+    ctx = context(out, SimConfig(cache=False, cache_dir=cache_dir, run_timeout_s=20), workers=1)
+    rl = rl_settings(group_size=2, micro_batch=1, mini_batches=2, max_new_tokens=24, max_prompt_tokens=TASK_PROMPT,
+                     engine="vllm", steps=1)
+    info = train_rl(init, get_algo("dapo", dynamic_sampling=False), tasks, eval_tasks, ctx, rl=rl,
+                    trainer=TrainerConf(accelerator="cpu", devices=2, strategy="fsdp"))
+    [llm] = vllm_standin.BUILT
+    torch.save({"engine": llm.weights(), "calls": llm.calls, "world_at_build": llm.world_at_build},
+               Path(out) / f"engine{os.environ.get('LOCAL_RANK', '0')}.pt")
+    if info:  # rank 0
+        (Path(out) / "info.json").write_text(json.dumps({"steps": info["steps"], "checkpoint": info["checkpoint"]}))
+
+
 class Ticks(torch.utils.data.IterableDataset):
     def __iter__(self):
         while True:
@@ -140,20 +171,25 @@ class Ticks(torch.utils.data.IterableDataset):
 
 
 def run_job(out: Path, world: int, offload: bool = False) -> list[dict]:
-    """Run the job; returns each rank's record."""
+    """Run the update job; returns each rank's record."""
     out.mkdir(parents=True)
+    run_script(out, str(world), "offload" if offload else "-", str(out))
+    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(world)]
+
+
+def run_script(cwd: Path, *args: str) -> None:
+    """This file as a job's script, under JOB_TIMEOUT_S."""
     # its own session: on a timeout the whole group goes, rank 1 (Lightning's child) included
-    job = subprocess.Popen([sys.executable, __file__, str(world), "offload" if offload else "-", str(out)], cwd=out,
+    job = subprocess.Popen([sys.executable, __file__, *args], cwd=cwd,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         log, _ = job.communicate(timeout=JOB_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         os.killpg(job.pid, signal.SIGKILL)
         log, _ = job.communicate()
-        pytest.fail(f"the {world}-rank job did not end within {JOB_TIMEOUT_S} s (a rank waits on a collective the "
+        pytest.fail(f"the job {args} did not end within {JOB_TIMEOUT_S} s (a rank waits on a collective the "
                     f"other never joins); its log ends:\n{log[-3000:]}")
     assert job.returncode == 0, log[-5000:]
-    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(world)]
 
 
 def test_union_puts_each_ranks_minibatch_k_into_the_single_processs_minibatch_k():
@@ -197,6 +233,29 @@ def test_fsdp_rl_update_on_2_ranks_matches_one_process(tmp_path, offload):
         assert torch.allclose(opt["state"][i]["exp_avg"], moments["exp_avg"], rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
+def test_fsdp_rl_run_syncs_the_engines_and_exports_the_trained_weights(sft_xs, sim, tmp_path):
+    """train_rl under trainer=fsdp with rl.engine=vllm (the stand-in, one per rank): each rank's engine
+    gets the full updated weights, and rank 0 exports the same weights from the gathered shards."""
+    import json
+
+    from helpers import weights
+
+    run_script(tmp_path, "rl", str(sft_xs), str(tmp_path / "run"), sim.cache_dir)
+    info = json.loads((tmp_path / "run/info.json").read_text())
+    e0, e1 = (torch.load(tmp_path / f"run/engine{r}.pt", weights_only=False) for r in (0, 1))
+    assert info["steps"] == 1 and e0["world_at_build"] == e1["world_at_build"] == 2
+    assert e0["calls"][:2] == ["load", "reset"]  # synced at train start, then after the update
+    exported, before = weights(info["checkpoint"]), weights(sft_xs)
+    assert set(exported) <= set(e0["engine"])
+    assert all(torch.equal(e0["engine"][k], e1["engine"][k]) for k in e0["engine"])  # one model on both ranks
+    assert all(torch.equal(exported[k], e0["engine"][k]) for k in exported)  # the export is what the engines hold
+    assert any(not torch.equal(exported[k], before[k]) for k in exported)  # and the update moved it
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE.parent))
-    _job(*sys.argv[1:])
+    if sys.argv[1] == "rl":
+        _rl_job(*sys.argv[2:])
+    else:
+        _job(*sys.argv[1:])
