@@ -199,6 +199,23 @@ def test_union_puts_each_ranks_minibatch_k_into_the_single_processs_minibatch_k(
     assert torch.equal(u.input_ids, expected) and len(u.rows) == 6
 
 
+def test_each_decoder_layer_is_a_unit_and_a_model_without_layers_is_refused():
+    from chorus.fsdp import decoder_layers
+
+    model = tiny_qwen3()
+    assert decoder_layers(model) == list(model.model.layers)  # Qwen3DecoderLayer, named in _no_split_modules
+    with pytest.raises(ValueError, match="names no decoder layer class.*use trainer.strategy=ddp"):
+        decoder_layers(torch.nn.Linear(2, 2))
+
+
+def test_sft_refuses_fsdp_in_one_line(tmp_path):
+    from chorus.config.schema import TrainerConf
+    from chorus.sft.run import train_sft
+
+    with pytest.raises(ValueError, match="SFT does not run under trainer=fsdp yet.*use trainer=ddp"):
+        train_sft("no-model-is-loaded", [], tmp_path, trainer=TrainerConf(strategy="fsdp"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("offload", [False, True], ids=["sharded", "cpu_offload"])
 def test_fsdp_rl_update_on_2_ranks_matches_one_process(tmp_path, offload):
