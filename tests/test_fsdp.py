@@ -88,7 +88,7 @@ class Recorder:
         self.weights = {k: v.detach().clone() for k, v in items}
 
 
-def _job(world: str, offload: str, out: str) -> None:
+def _job(world: str, offload: str, out: str, steps: str = str(STEPS), resume: str = "") -> None:
     import dataclasses
 
     import lightning as L
@@ -123,14 +123,14 @@ def _job(world: str, offload: str, out: str) -> None:
                         "sharded": type(self.model).__name__}, Path(out) / f"rank{self.global_rank}.pt")
 
     rl = dataclasses.replace(RLConf(), mini_batches=MINI_BATCHES, micro_batch=1, lr=1e-2, warmup_steps=1,
-                             steps=STEPS, grad_clip=0.5, max_new_tokens=WIDTH - PROMPT)
+                             steps=int(steps), grad_clip=0.5, max_new_tokens=WIDTH - PROMPT)
     trainer = TrainerConf(accelerator="cpu", devices=world, strategy="fsdp" if world > 1 else "auto",
                           fsdp_cpu_offload=offload == "offload")
     module = Recording(tiny_qwen3(), get_algo("dapo"), rl, Hooks(rollout=rollout), identity={})
     ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=Path(out) / "ckpt", save_last=True, save_top_k=0,
                                                every_n_train_steps=1)
-    fit = build_trainer(trainer, max_steps=STEPS, callbacks=[ckpt], logger=False)
-    fit.fit(module, torch.utils.data.DataLoader(Ticks(), batch_size=None))
+    fit = build_trainer(trainer, max_steps=int(steps), callbacks=[ckpt], logger=False)
+    fit.fit(module, torch.utils.data.DataLoader(Ticks(), batch_size=None), ckpt_path=resume or None)
 
 
 def _rl_job(init: str, out: str, cache_dir: str) -> None:
@@ -170,10 +170,10 @@ class Ticks(torch.utils.data.IterableDataset):
             yield 0
 
 
-def run_job(out: Path, world: int, offload: bool = False) -> list[dict]:
-    """Run the update job; returns each rank's record."""
+def run_job(out: Path, world: int, offload: bool = False, steps: int = STEPS, resume: Path | None = None) -> list[dict]:
+    """Run the update job (`steps` rollouts, from the checkpoint `resume` when given); returns each rank's record."""
     out.mkdir(parents=True)
-    run_script(out, str(world), "offload" if offload else "-", str(out))
+    run_script(out, str(world), "offload" if offload else "-", str(out), str(steps), str(resume or ""))
     return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(world)]
 
 
@@ -248,6 +248,21 @@ def test_fsdp_rl_update_on_2_ranks_matches_one_process(tmp_path, offload):
     assert len(opt["state"]) == len(alone["state"]) == len(list(tiny_qwen3().parameters()))  # each AdamW moment, full
     for i, moments in alone["state"].items():
         assert torch.allclose(opt["state"][i]["exp_avg"], moments["exp_avg"], rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_fsdp_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
+    """2 steps under FSDP, then a new 2-rank run resumed from that run's checkpoint (Lightning loads the
+    one-file checkpoint into the shards: weights, AdamW moments, step, LR schedule) for step 3: the
+    weights one process reaches in 3 steps on the same rows."""
+    (single,) = run_job(tmp_path / "single", 1)
+    run_job(tmp_path / "first", 2, steps=2)
+    r0, r1 = run_job(tmp_path / "resumed", 2, resume=tmp_path / "first/ckpt/last.ckpt")
+    assert len(r0["updates"]) == len(r1["updates"]) == 1  # only step 3 ran after the resume
+    assert r1["updates"][0]["padding_passes"] == 2  # step 3's rows: rank 1 has none
+    names = set(single["synced"])
+    assert max(float((r0["synced"][k] - single["synced"][k]).abs().max()) for k in names) < 1e-5
+    assert r0["updates"][0]["grad_norm"] == pytest.approx(single["updates"][-1]["grad_norm"], rel=1e-5)
 
 
 @pytest.mark.slow

@@ -222,9 +222,11 @@ class RLModule(L.LightningModule):
         return gap
 
     def _padding_forward(self) -> None:
-        """One forward that computes nothing used: keeps a rank with fewer rows in FSDP's weight gathers."""
-        ids = torch.zeros(1, 1, dtype=torch.long, device=self.device)
-        self.model(input_ids=ids, attention_mask=torch.ones_like(ids))
+        """One forward whose result is not used: keeps a rank with fewer rows in FSDP's weight gathers.
+        It takes the path a real row takes (a 2-token row's one completion token through `_forward`): the
+        first such pass also runs logprobs.split's one-off check, whose forwards are collectives too."""
+        ids = torch.zeros(1, 2, dtype=torch.long, device=self.device)
+        self._forward(self.model, ids, torch.ones_like(ids), torch.tensor([[0, 1]], device=self.device))
 
     def _backward(self, b: RolloutBatch, slices: list[slice], normalizer: float, passes: int) -> dict:
         """Forward/backward of one mini-batch in its micro-batches (`slices` of the rollout's rows), then
