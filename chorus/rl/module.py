@@ -5,7 +5,9 @@ takes rl.epochs x rl.mini_batches optimizer steps (DAPO/PPO): each mini-batch is
 forward/backward passes under one normaliser for that mini-batch, clipped through
 `self.clip_gradients`. Lightning's global_step (and so max_steps, save_every, resume) counts
 rollouts; the LR schedule steps once per rollout. Under DDP every rank runs the same schedule of
-backward passes and optimizer steps whatever rows it kept (`_plan`), so no collective waits forever."""
+backward passes and optimizer steps whatever rows it kept (`_plan`), so no collective waits forever;
+under FSDP (chorus/fsdp.py) every forward is a collective too, so the old log-probs' forwards are
+padded the same way."""
 from __future__ import annotations
 
 import contextlib
