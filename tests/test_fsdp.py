@@ -192,6 +192,14 @@ def run_script(cwd: Path, *args: str) -> None:
     assert job.returncode == 0, log[-5000:]
 
 
+@pytest.fixture(scope="module")
+def single(tmp_path_factory) -> tuple[dict, Path]:
+    """One process's 3 steps on the union of the ranks' rows (the reference), once per module: its
+    record and its run dir."""
+    out = tmp_path_factory.mktemp("fsdp-single") / "run"
+    return run_job(out, 1)[0], out
+
+
 def test_union_puts_each_ranks_minibatch_k_into_the_single_processs_minibatch_k():
     a, b = rows(2, 0), rows(2, 1)  # 4 and 2 rows: mini-batches [0, 1] [2, 3] and [0] [1]
     u = union([a, b], MINI_BATCHES)
@@ -218,8 +226,8 @@ def test_sft_refuses_fsdp_in_one_line(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("offload", [False, True], ids=["sharded", "cpu_offload"])
-def test_fsdp_rl_update_on_2_ranks_matches_one_process(tmp_path, offload):
-    (single,) = run_job(tmp_path / "single", 1)
+def test_fsdp_rl_update_on_2_ranks_matches_one_process(tmp_path, offload, single):
+    single, single_dir = single
     r0, r1 = run_job(tmp_path / "fsdp", 2, offload)
     assert r0["world"] == r1["world"] == 2 and r0["sharded"].startswith("FSDP")  # the policy was sharded
     names = set(tiny_qwen3().state_dict())
@@ -244,18 +252,18 @@ def test_fsdp_rl_update_on_2_ranks_matches_one_process(tmp_path, offload):
     assert ckpt["global_step"] == STEPS and set(ckpt["state_dict"]) == {f"model.{k}" for k in names}
     assert all(torch.equal(ckpt["state_dict"][f"model.{k}"], r0["synced"][k]) for k in names)
     (opt,) = ckpt["optimizer_states"]
-    (alone,) = torch.load(tmp_path / "single/ckpt/last.ckpt", weights_only=False)["optimizer_states"]
+    (alone,) = torch.load(single_dir / "ckpt/last.ckpt", weights_only=False)["optimizer_states"]
     assert len(opt["state"]) == len(alone["state"]) == len(list(tiny_qwen3().parameters()))  # each AdamW moment, full
     for i, moments in alone["state"].items():
         assert torch.allclose(opt["state"][i]["exp_avg"], moments["exp_avg"], rtol=0, atol=1e-5)
 
 
 @pytest.mark.slow
-def test_fsdp_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
+def test_fsdp_resumes_from_its_checkpoint_to_the_same_weights(tmp_path, single):
     """2 steps under FSDP, then a new 2-rank run resumed from that run's checkpoint (Lightning loads the
     one-file checkpoint into the shards: weights, AdamW moments, step, LR schedule) for step 3: the
     weights one process reaches in 3 steps on the same rows."""
-    (single,) = run_job(tmp_path / "single", 1)
+    single, _ = single
     run_job(tmp_path / "first", 2, steps=2)
     r0, r1 = run_job(tmp_path / "resumed", 2, resume=tmp_path / "first/ckpt/last.ckpt")
     assert len(r0["updates"]) == len(r1["updates"]) == 1  # only step 3 ran after the resume
