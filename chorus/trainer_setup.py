@@ -30,7 +30,7 @@ OWNED = {"max_steps": "rl.steps (sft_stage.steps for SFT)", "max_epochs": "rl.st
 
 def check_trainer(trainer: TrainerConf) -> None:
     """Refuse trainer.extra keys Lightning's Trainer does not take (with the nearest one) or that chorus
-    sets itself, and trainer.callbacks entries without a _target_; one line each."""
+    sets itself, trainer.callbacks entries without a _target_, and CPU offload without FSDP; one line each."""
     accepted = set(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
     for key in trainer.extra or {}:
         if key in OWNED:
@@ -39,6 +39,9 @@ def check_trainer(trainer: TrainerConf) -> None:
             near = difflib.get_close_matches(key, sorted(accepted), n=1)
             hint = f"; did you mean trainer.extra.{near[0]}?" if near else ""
             raise ValueError(f"trainer.extra.{key} is not an argument of Lightning's Trainer{hint}")
+    if trainer.fsdp_cpu_offload and trainer.strategy != "fsdp":
+        raise ValueError(f"trainer.fsdp_cpu_offload=true needs trainer.strategy=fsdp (it is {trainer.strategy}); "
+                         "set trainer=fsdp or trainer.fsdp_cpu_offload=false")
     for i, spec in enumerate(trainer.callbacks or []):
         if not isinstance(spec, dict) or not isinstance(spec.get("_target_"), str):
             raise ValueError(f"trainer.callbacks.{i} needs a _target_ (e.g. "
@@ -71,9 +74,20 @@ def build_trainer(trainer: TrainerConf, *, max_steps: int, callbacks: list, **ch
         chorus_kwargs["enable_checkpointing"] = True  # the user's checkpoints, where chorus keeps none (SFT)
     with lightning_errors():
         return L.Trainer(max_steps=max_steps, accelerator=trainer.accelerator, devices=trainer.devices,
-                         num_nodes=trainer.num_nodes, strategy=trainer.strategy, precision=trainer.precision,
+                         num_nodes=trainer.num_nodes, strategy=lightning_strategy(trainer), precision=trainer.precision,
                          callbacks=[*callbacks, *mine], enable_progress_bar=False, enable_model_summary=False,
                          **chorus_kwargs, **dict(trainer.extra or {}))
+
+
+def lightning_strategy(trainer: TrainerConf):
+    """Lightning's strategy for trainer.strategy: `fsdp` is chorus's FSDP2 (chorus/fsdp.py: several
+    backward passes per optimizer step, clipping over sharded gradients, full state dicts), not
+    Lightning's FSDP1 of the same name; any other name goes to Lightning as it is."""
+    if trainer.strategy == "fsdp":
+        from .fsdp import FSDP2Strategy
+
+        return FSDP2Strategy(cpu_offload=trainer.fsdp_cpu_offload)
+    return trainer.strategy
 
 
 @contextlib.contextmanager

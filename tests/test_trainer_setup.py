@@ -19,10 +19,12 @@ from helpers import PROMPT
                            "set that instead"),
     ({"precision": "bf16-mixed"}, [], "chorus sets it from trainer.precision"),
     ({}, [{"monitor": "x"}], "trainer.callbacks.0 needs a _target_"),
+    ({"offload": True}, [], "trainer.fsdp_cpu_offload=true needs trainer.strategy=fsdp (it is ddp)"),
 ])
 def test_bad_trainer_settings_are_refused_in_one_line(extra, callbacks, message):
+    settings = {"fsdp_cpu_offload": True, "strategy": "ddp"} if extra == {"offload": True} else {"extra": extra}
     with pytest.raises(ValueError) as err:
-        check_trainer(TrainerConf(extra=extra, callbacks=callbacks))
+        check_trainer(TrainerConf(callbacks=callbacks, **settings))
     assert str(err.value).startswith("trainer.") and message in str(err.value) and "\n" not in str(err.value)
 
 
@@ -82,3 +84,15 @@ def test_rl_refuses_gradient_accumulation_in_one_line_and_starts_from_a_given_ch
                     ckpt_path=str(first / "ckpt/last.ckpt"))
     assert info["resumed_from"] == str(first / "ckpt/last.ckpt") and info["steps"] == 2
     assert [s["step"] for s in lines(second / "steps.jsonl")] == [2]  # step 1 came with the checkpoint
+
+
+@pytest.mark.parametrize("offload", [False, True])
+def test_fsdp_is_chorus_fsdp2_strategy_with_the_offload_setting(offload):
+    """trainer.strategy=fsdp builds chorus's FSDP2 strategy (not Lightning's FSDP1 of that name): pure
+    data-parallel sharding, checkpoints in one file, CPU offload as trainer.fsdp_cpu_offload says."""
+    from chorus.fsdp import FSDP2Strategy
+
+    fit = build_trainer(TrainerConf(accelerator="cpu", devices=1, strategy="fsdp", fsdp_cpu_offload=offload),
+                        max_steps=1, callbacks=[], logger=False)
+    assert type(fit.strategy) is FSDP2Strategy and fit.strategy.cpu_offload is offload
+    assert fit.strategy._save_distributed_checkpoint is False and fit.strategy._tensor_parallel_size == 1

@@ -184,6 +184,11 @@ class TrainerConf:
     num_nodes: int = 1
     strategy: str = "auto"
     precision: str = "32-true"
+    # strategy=fsdp only (FSDP2, chorus/fsdp.py): keep the parameter shards, their gradients and AdamW's
+    # states in CPU memory and move each decoder layer to the GPU for its compute only; for a model whose
+    # shards, gradients and optimizer states do not fit the GPUs (e.g. Qwen3-8B full fine-tuning on few
+    # devices), at the cost of host-device copies every pass and an optimizer step on the CPU
+    fsdp_cpu_offload: bool = False
     # activation checkpointing of the trained policy's layers (RL, OPD, SFT; non-reentrant): most of the
     # activations' memory for about a third more compute. null = on where training runs on a GPU
     gradient_checkpointing: Optional[bool] = None

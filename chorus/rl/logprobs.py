@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from ..fsdp import BODY_METHOD
 from .packing import pack_rows, row_lengths, should_pack
 
 
@@ -48,6 +49,9 @@ def split(model) -> tuple[torch.nn.Module, torch.nn.Module] | None:
     capped = any(getattr(config, k, None) for k in ("final_logit_softcapping", "logit_scale", "logits_scaling"))
     if body is None or head is None or body is base or capped:
         return _fallback(model, "its logits are not its head applied to its body's output")
+    # a sharded model (trainer.strategy=fsdp) runs its body through the root's forward method, which
+    # gathers the root's weights first (chorus/fsdp.py)
+    body = getattr(model, BODY_METHOD, body)
     if not hasattr(model, "_chorus_head_split"):  # checked once, in eval mode (no dropout), without autocast
         ids = torch.arange(1, 5, device=head.weight.device)[None] % head.weight.shape[0]
         training = model.training

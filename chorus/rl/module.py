@@ -5,7 +5,9 @@ takes rl.epochs x rl.mini_batches optimizer steps (DAPO/PPO): each mini-batch is
 forward/backward passes under one normaliser for that mini-batch, clipped through
 `self.clip_gradients`. Lightning's global_step (and so max_steps, save_every, resume) counts
 rollouts; the LR schedule steps once per rollout. Under DDP every rank runs the same schedule of
-backward passes and optimizer steps whatever rows it kept (`_plan`), so no collective waits forever."""
+backward passes and optimizer steps whatever rows it kept (`_plan`), so no collective waits forever;
+under FSDP (chorus/fsdp.py) every forward is a collective too, so the old log-probs' forwards are
+padded the same way."""
 from __future__ import annotations
 
 import contextlib
@@ -15,6 +17,7 @@ from typing import Callable
 
 import lightning as L
 import torch
+from torch.distributed.fsdp import FSDPModule
 
 from ..config.schema import RLConf, TrainerConf
 from .algos import RLAlgo
@@ -57,6 +60,9 @@ class _Plan:
     micro: list[int]  # forward/backward passes of each mini-batch on every rank
     slices: list[list[slice]]  # this rank's passes (rows) of each mini-batch
     steps: list[int]  # the mini-batch of each optimizer step (rl.epochs passes, globally empty ones left out)
+    # forward passes of the old log-probs' recomputation on every rank (the most any rank runs): under
+    # FSDP each forward gathers the weights from all ranks, so a rank short of rows pads (no gradients)
+    recompute: int = 0
 
 
 def _no_closure():
@@ -85,6 +91,14 @@ class RLModule(L.LightningModule):
     @property
     def ref_model(self):
         return self.__dict__.get("_frozen", {}).get("ref")
+
+    def configure_model(self) -> None:
+        # trainer.strategy=fsdp (chorus/fsdp.py): the strategy shards the policy here, after the process
+        # group exists and before the optimizer is built on the sharded parameters; other strategies
+        # have no `shard`. Once only: Lightning calls this hook again on a later fit or evaluation.
+        shard = getattr(self.trainer.strategy, "shard", None)
+        if shard is not None and not isinstance(self.model, FSDPModule):
+            shard(self.model)
 
     def on_fit_start(self) -> None:
         if self.ref_model is not None:
@@ -150,15 +164,17 @@ class RLModule(L.LightningModule):
         counts = torch.tensor(minibatch_counts(b.completion_mask[:rows], parts, self.algo.aggregation),
                               dtype=torch.float32, device=self.device)
         slices = [self._micro(b, p) for p in parts]
-        micro = torch.tensor([len(s) for s in slices], dtype=torch.float32, device=self.device)
+        # each mini-batch's passes, then the old log-probs' recomputation's (over all rows), reduced at once
+        micro = torch.tensor([len(s) for s in slices] + [len(self._micro(b, slice(0, rows)))],
+                             dtype=torch.float32, device=self.device)
         world = self.trainer.world_size
         if world > 1:  # every rank reaches these collectives, kept rows or not
             counts = self.trainer.strategy.reduce(counts, reduce_op="sum")
             micro = self.trainer.strategy.reduce(micro, reduce_op="max")
         normalizers = minibatch_normalizers(counts.tolist(), world)
-        micro_counts = [int(m) for m in micro]
+        *micro_counts, recompute = [int(m) for m in micro]
         steps = [k for _ in range(self.rl.epochs) for k in range(len(parts)) if micro_counts[k]]
-        return _Plan(parts, normalizers, micro_counts, slices, steps)
+        return _Plan(parts, normalizers, micro_counts, slices, steps, recompute)
 
     def _micro(self, b: RolloutBatch, part: slice) -> list[slice]:
         """The rows of each forward/backward pass over `part`: rl.micro_batch rows, or rl.micro_tokens
@@ -180,7 +196,7 @@ class RLModule(L.LightningModule):
         last step goes through the LightningOptimizer, which counts Lightning's global_step: the others
         go through the strategy (same precision plugin, same hooks) so that global_step, max_steps,
         save_every and resume keep counting rollouts."""
-        old_gap = self._recompute_old_logprobs(b)
+        old_gap = self._recompute_old_logprobs(b, plan.recompute)
         sums = {"loss": 0.0, "grad_norm": 0.0, "clip_frac_low": 0.0, "clip_frac_high": 0.0, "entropy": 0.0,
                 "kl": 0.0, "tokens": 0.0, "padding_passes": 0.0}
         ratio_dev_max = ratio_dev_first = 0.0
@@ -211,20 +227,31 @@ class RLModule(L.LightningModule):
                 "optimizer_steps": float(n_steps), "padding_passes": sums["padding_passes"]}
 
     @torch.no_grad()
-    def _recompute_old_logprobs(self, b: RolloutBatch) -> float:
+    def _recompute_old_logprobs(self, b: RolloutBatch, passes: int = 0) -> float:
         """Old log-probs from the trainer's own forward pass at the sampling temperature, in the mode
         and precision of the update (so the first mini-batch's ratio is 1), never the engine's: vLLM's
         may be pre-temperature or from other kernels. Replaces b.old_logprobs; returns the mean
-        |engine - trainer| gap over completion tokens (a diagnostic)."""
+        |engine - trainer| gap over completion tokens (a diagnostic). `passes`: the forward passes every
+        rank runs (plan.recompute); this rank pads its own up to it."""
         old = torch.zeros(b.old_logprobs.shape, dtype=torch.float32)
-        for sl in self._micro(b, slice(0, b.input_ids.size(0))):
+        slices = self._micro(b, slice(0, b.input_ids.size(0)))
+        for sl in slices:
             ids, attn, mask = self._rows(b, sl, self.device)
             old[sl, :ids.size(1)] = self._forward(self.model, ids, attn, mask).logp.float().cpu()
+        for _ in range(passes - len(slices)):
+            self._padding_forward()
         mask = b.completion_mask.float()
         old = old * mask
         gap = float(((old - b.old_logprobs.float()).abs() * mask).sum() / mask.sum().clamp(min=1))
         b.engine_logprobs, b.old_logprobs = b.old_logprobs.float() * mask, old
         return gap
+
+    def _padding_forward(self) -> None:
+        """One forward whose result is not used: keeps a rank with fewer rows in FSDP's weight gathers.
+        It takes the path a real row takes (a 2-token row's one completion token through `_forward`): the
+        first such pass also runs logprobs.split's one-off check, whose forwards are collectives too."""
+        ids = torch.zeros(1, 2, dtype=torch.long, device=self.device)
+        self._forward(self.model, ids, torch.ones_like(ids), torch.tensor([[0, 1]], device=self.device))
 
     def _backward(self, b: RolloutBatch, slices: list[slice], normalizer: float, passes: int) -> dict:
         """Forward/backward of one mini-batch in its micro-batches (`slices` of the rollout's rows), then

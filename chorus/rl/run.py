@@ -20,6 +20,7 @@ import torch
 
 from ..config.job_context import JobContext
 from ..config.schema import RLConf, TrainerConf
+from ..fsdp import unsharded
 from ..heldout import evaluate_policy
 from ..policy.engines import SamplingParams, make_engine
 from ..policy.models import check_dtype, export_merged, load_model, merged_lora_weights
@@ -118,6 +119,8 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
         raise ValueError("rl.engine=openai cannot train: the served model does not receive the trainer's weights; "
                          "use rl.engine=hf or vllm (engine=openai is for chorus.evaluate)")
     if trainer.strategy == "fsdp" and rl.engine != "vllm":
+        # each forward of the sharded policy gathers weights from every rank: HF generation, whose rows end at
+        # different lengths on different ranks (and rank 0's evaluations alone), would wait forever
         raise ValueError("trainer=fsdp cannot generate with HF generate inside the sharded module; set rl.engine=vllm")
     if algo.advantage in ("grpo", "dapo") and rl.group_size < 2:
         raise ValueError(f"rl.group_size={rl.group_size} with {algo.name}'s std-normalised advantage: a group of 1 "
@@ -222,17 +225,19 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
                 fit.fit(module, torch.utils.data.DataLoader(_Ticks(), batch_size=None), ckpt_path=resume)
         if fit.interrupted:
             raise KeyboardInterrupt
+        # trainer=fsdp: every rank sends its shards to rank 0's plain copy of the policy (else: the policy)
+        policy = unsharded(module.model, lambda: load_model("hf", path=init, dtype="float32", lora=lora)[0])
         if not fit.is_global_zero:
             return {}
-        model.eval()
+        policy.eval()
         # full precision by default: merges work on task vectors that bf16 rounding would erase
-        export = export_merged(module.model, tok, out / "hf", dtype=rl.export_dtype)
+        export = export_merged(policy, tok, out / "hf", dtype=rl.export_dtype)
         record = {**ctx.meta, "init": init, "checkpoint": str(export), "steps": fit.global_step,
                   "resumed_from": resume, "data_position": sampler.state_dict()}
         if rl.engine == "hf":  # Lightning's teardown put the module back on the CPU: evaluate where it trained
-            module.model.to(eval_device(trainer))
+            policy.to(eval_device(trainer))
         with fit.precision_plugin.forward_context():  # the fp32 policy generates as it trained
-            summary = evaluate_policy(make_engine("hf", module.model, tok, generation=rl.generation)
+            summary = evaluate_policy(make_engine("hf", policy, tok, generation=rl.generation)
                                       if rl.engine == "hf" else engines.engine, tok,
                                       eval_tasks, rl, ctx, meta=record)
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}

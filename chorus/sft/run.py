@@ -24,6 +24,9 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
     """Fine-tune the checkpoint at `init` for `steps` optimizer steps on `trainer`'s accelerator,
     devices, strategy and precision (default: the CPU in float32); returns losses and the export path
     (on rank 0; other ranks of a multi-process strategy return {})."""
+    trainer = trainer or TrainerConf()
+    if trainer.strategy == "fsdp":  # its module does not shard the model, and its export reads it on rank 0 only
+        raise ValueError("SFT does not run under trainer=fsdp yet (only RL and OPD do); use trainer=ddp or trainer=gpu")
     L.seed_everything(seed, workers=True, verbose=False)
     if threads:  # default: torch's own choice, which OMP_NUM_THREADS sets
         torch.set_num_threads(threads)
@@ -35,7 +38,6 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
     random.Random(seed).shuffle(rows)
     loader = DataLoader(rows, batch_size=batch_size, shuffle=True, collate_fn=Collator(tok.pad_token_id),
                         generator=torch.Generator().manual_seed(seed))
-    trainer = trainer or TrainerConf()
     use_gradient_checkpointing(model, trainer)
     module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps, on_step=on_step,
                        logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
