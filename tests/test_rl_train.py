@@ -122,6 +122,16 @@ def test_grpo_with_lora_and_k3_kl_trains_only_the_adapter(sft_xs, rl_tasks, sim,
     assert step["kl"] >= 0 and step["update_skipped"] == 0
 
 
+def test_negative_checkpoint_intervals_name_the_fix():
+    from chorus.config.schema import RLConf, TrainerConf
+    from chorus.rl.run import check_run
+
+    for key in ("save_every", "resume_every"):
+        with pytest.raises(ValueError, match=f"rl.{key}=-1 is negative; use a step count, or 0"):
+            check_run(get_algo("dapo"), RLConf(**{key: -1}), TrainerConf())
+    check_run(get_algo("dapo"), RLConf(save_every=0, resume_every=0), TrainerConf())  # 0: never, accepted
+
+
 def test_group_of_one_with_a_std_normalised_advantage_names_the_fix(sft_xs, rl_tasks, sim, tmp_path):
     with pytest.raises(ValueError, match="group_size >= 2 or rl_algo=dr_grpo"):
         run(sft_xs, tmp_path, group_size=1, rl_tasks=rl_tasks, eval_tasks=[], sim=sim)

@@ -24,8 +24,8 @@ PRESETS = ("experiment",)
 COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
 # A held-out evaluation (heldout.eval_sampling and evaluate_checkpoint read these; model.dtype: what a
 # checkpoint is evaluated in on a GPU, heldout.evaluation_dtype).
-EVALUATION = ("model.dtype", "rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature", "rl.max_new_tokens",
-              "rl.max_prompt_tokens", "rl.generation")
+EVALUATION = ("model.dtype", "rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature",
+              "rl.max_new_tokens", "rl.max_prompt_tokens", "rl.generation")
 # Merge options per method: everything else under consolidation.* is refused for that method.
 MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam", "normalize"), "ties": ("density", "lam"),
                  "dare": ("density", "lam", "normalize", "seed"),

@@ -2,7 +2,8 @@
 
 The run dir holds: ckpt/ (the resume point last.ckpt and weights-only snapshots, rl/checkpoints.py),
 steps.jsonl (step scalars), rollouts.jsonl (every trained sample), eval/step_N/ (periodic held-out
-tables), hf/ (the exported policy) and per_task.{jsonl,parquet} + summary.json (the final held-out evaluation)."""
+tables), hf/ (the exported policy) and per_task.{jsonl,parquet} + summary.json (the final held-out
+evaluation)."""
 from __future__ import annotations
 
 import contextlib
@@ -118,7 +119,7 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
                          "or rl.engine=hf with LoRA")
     for key in ("save_every", "resume_every"):
         if getattr(rl, key) < 0:
-            raise ValueError(f"rl.{key}={getattr(rl, key)} is negative; use a step count (0: never)")
+            raise ValueError(f"rl.{key}={getattr(rl, key)} is negative; use a step count, or 0 for none")
 
 
 def inference_copy(rl: RLConf, trainer: TrainerConf, dtype: str) -> bool:
@@ -242,7 +243,7 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
             inference.place(module.model, eval_device(trainer))
         elif rl.engine == "hf":
             module.model.to(eval_device(trainer))
-        with fit.precision_plugin.forward_context():  # the fp32 policy generates as it trained
+        with fit.precision_plugin.forward_context():  # the policy (or its copy) generates as in training
             summary = evaluate_policy(make_engine("hf", module.model, tok, generation=rl.generation)
                                       if rl.engine == "hf" and not inference else engines.engine, tok,
                                       eval_tasks, rl, ctx, meta=record)
