@@ -181,3 +181,28 @@ def test_rollouts_and_evaluations_sample_the_refreshed_copy(sft_xs, rl_tasks, ev
         key = name if name in final else "model.embed_tokens.weight"  # lm_head is tied to the embeddings
         assert torch.equal(w, final[key].to(torch.bfloat16)), name
     assert any(not torch.equal(seen[0][2][k], seen[2][2][k]) for k in seen[0][2])  # the update reached it
+
+
+@pytest.mark.slow
+def test_under_lora_a_run_samples_and_evaluates_the_merged_copy(sft_xs, rl_tasks, sim, tmp_path, monkeypatch):
+    """rl.inference_copy=on with a LoRA adapter (float32 copy, so exact): the final evaluation samples a
+    plain model equal to the exported policy, which export_merged merges with peft."""
+    seen = {}
+    real_evaluate = rl_run.evaluate_policy
+
+    def evaluate_spy(engine, *a, **k):
+        seen.update({k2: p.detach().clone() for k2, p in engine.model.named_parameters()})
+        seen["_lora_modules"] = [n for n, _ in engine.model.named_modules() if "lora" in n]
+        return real_evaluate(engine, *a, **k)
+    monkeypatch.setattr(rl_run, "evaluate_policy", evaluate_spy)
+    from chorus.config.schema import LoraConf
+
+    train_rl(str(sft_xs), get_algo("dapo", overlong_buffer=32), rl_tasks, [], context(tmp_path, sim),
+             rl=rl_settings(inference_copy="on", steps=1, lora=LoraConf(r=4, alpha=8)))
+    assert seen.pop("_lora_modules") == []
+    final = weights(tmp_path / "hf")
+    for name, w in seen.items():
+        key = name if name in final else "model.embed_tokens.weight"  # lm_head tied to the embeddings
+        assert torch.equal(w, final[key]), name
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(final[q], weights(sft_xs)[q])  # the adapter moved the merged weights
