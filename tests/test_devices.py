@@ -68,8 +68,9 @@ def test_the_final_evaluation_runs_on_eval_device_after_teardown(sft_xs, rl_task
     trainer = TrainerConf()
     train_rl(str(sft_xs), get_algo("dapo", overlong_buffer=32), rl_tasks, eval_tasks, context(tmp_path, sim),
              rl=rl_settings(steps=1, eval_every=0), trainer=trainer)
-    # asked twice: whether to checkpoint activations (on a GPU), then where to evaluate
-    assert asked == [trainer, trainer] and evaluated_on == [torch.device("meta")]
+    # asked three times: whether to sample from an inference copy and whether to checkpoint activations
+    # (both only on a GPU), then where to evaluate
+    assert asked == [trainer, trainer, trainer] and evaluated_on == [torch.device("meta")]
 
 
 class _Recorder:
