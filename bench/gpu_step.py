@@ -37,7 +37,9 @@ plain: 8 tokens); the second is timed. Printed: tokens/s of each path = its comp
 the ratio static / plain. The two paths need not stop at the same length under sampling, hence
 tokens/s, not time. It also replays the plain path's completions through the stop check HFEngine
 used before (whole completions decoded every step) and the incremental one (policy/fence_stop.py)
-and prints the host time per decode step of each. The step itself generates with --generation
+and prints the host time per decode step of each. Last, `plain` once more from float32 weights under
+the update's autocast (cast cache off, as Lightning's): how rollouts sampled the fp32 masters before
+rl.inference_copy; plain / masters (copy_ratio) is what the bf16 copy gains (only with a 16-bit --dtype). The step itself generates with --generation
 (default: rl.generation's, auto = static on CUDA, plain on the CPU).
 """
 from __future__ import annotations
@@ -185,11 +187,29 @@ def autocast(args):
 
     import torch
 
+    # cast cache off, as Lightning 2.6's MixedPrecision enters it: fp32 weights are cast at every use
     if "bf16" in args.precision:
-        return torch.autocast(args.device, dtype=torch.bfloat16)
+        return torch.autocast(args.device, dtype=torch.bfloat16, cache_enabled=False)
     if "16" in args.precision and args.device == "cuda":
-        return torch.autocast("cuda", dtype=torch.float16)
+        return torch.autocast("cuda", dtype=torch.float16, cache_enabled=False)
     return contextlib.nullcontext()
+
+
+def timed_generation(args, engine, prompts: list[str], params, mode: str) -> tuple[dict, list]:
+    """A warm-up call, then the timed one, under the update's autocast. static's warm-up is a whole call of
+    the same shapes (on CUDA: the compile and CUDA graph capture for this batch and cache length); plain's
+    only loads kernels. Returns the timings and the timed call's generations."""
+    warm = params if mode == "static" else dataclasses.replace(params, max_new_tokens=min(8, args.max_new_tokens))
+    times, tokens = [], []
+    for p in (warm, params):
+        _sync(args.device)
+        t0 = time.perf_counter()
+        with autocast(args):  # as the step generates: under the update's precision
+            gens = [g for gs in engine.generate(prompts, n=args.group_size, params=p) for g in gs]
+        _sync(args.device)
+        times.append(time.perf_counter() - t0)
+        tokens.append(sum(len(g.token_ids) for g in gens))
+    return {"warmup_s": times[0], "s": times[1], "tokens": tokens[1], "tokens_per_s": tokens[1] / times[1]}, gens
 
 
 def compare_generation(args, init: Path, tasks) -> dict:
@@ -206,22 +226,19 @@ def compare_generation(args, init: Path, tasks) -> dict:
     out: dict = {}
     for mode in ("plain", "static"):
         engine = HFEngine(model, tok, generation=mode)  # one torch thread on a CPU, as chorus generates
-        # A warm-up, then the timed call. static's warm-up is a whole call of the same shapes (on CUDA:
-        # the compile and CUDA graph capture for this batch and cache length); plain's only loads kernels.
-        warm = params if mode == "static" else dataclasses.replace(params, max_new_tokens=min(8, args.max_new_tokens))
-        times, tokens = [], []
-        for p in (warm, params):
-            _sync(args.device)
-            t0 = time.perf_counter()
-            with autocast(args):  # as the step generates: under the update's precision
-                gens = [g for gs in engine.generate(prompts, n=args.group_size, params=p) for g in gs]
-            _sync(args.device)
-            times.append(time.perf_counter() - t0)
-            tokens.append(sum(len(g.token_ids) for g in gens))
-        out[mode] = {"warmup_s": times[0], "s": times[1], "tokens": tokens[1], "tokens_per_s": tokens[1] / times[1]}
+        out[mode], gens = timed_generation(args, engine, prompts, params, mode)
         if mode == "plain":
             out["completions"] = [g.token_ids for g in gens]
     del model, engine
+    # plain again from float32 weights under the same autocast: how rollouts sampled the fp32 masters
+    # before rl.inference_copy (each weight cast at every decode step); plain / masters is the copy's gain.
+    # With float32 weights there is no copy to compare (rl.inference_copy=auto is off).
+    if args.dtype not in ("float32", "fp32"):
+        masters, _ = load_model("hf", path=str(init), dtype="float32", device=args.device)
+        out["masters"], _ = timed_generation(args, HFEngine(masters, tok, generation="plain"), prompts, params,
+                                             "plain")
+        out["copy_ratio"] = out["plain"]["tokens_per_s"] / out["masters"]["tokens_per_s"]
+        del masters
     if args.device == "cuda":
         torch.cuda.empty_cache()
     old_step, new_step, steps = replay_stop_checks(tok, out.pop("completions"))
@@ -236,6 +253,11 @@ def compare_generation(args, init: Path, tasks) -> dict:
         print(f"  {mode} ({what}): {r['tokens']} tokens in {r['s']:.3f} s = {r['tokens_per_s']:.1f} tokens/s "
               f"(warm-up call {r['warmup_s']:.3f} s)")
     print(f"  ratio static / plain: {out['ratio']:.2f}x")
+    if "masters" in out:
+        r = out["masters"]
+        print(f"  masters (plain from float32 weights under {args.precision}, as before rl.inference_copy): "
+              f"{r['tokens']} tokens in {r['s']:.3f} s = {r['tokens_per_s']:.1f} tokens/s; "
+              f"plain ({args.dtype}, the inference copy) / masters: {out['copy_ratio']:.2f}x")
     sc = out["stop_check"]
     print(f"stop check host time per decode step, replayed over the plain completions ({rows} rows, {steps} steps): "
           f"old {sc['old_ms_per_step']:.3f} ms, incremental {sc['new_ms_per_step']:.3f} ms")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from .config.job_context import JobContext
 from .config.schema import RLConf, TrainerConf
 from .policy.engines import SamplingParams, make_engine
@@ -39,17 +41,25 @@ def eval_sampling(rl: RLConf, seed: int) -> SamplingParams:
     return SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=temperature, seed=seed + 1)
 
 
+def evaluation_dtype(model_dtype: str, device) -> str:
+    """What a saved checkpoint is evaluated in on `device`: model.dtype on a GPU (bf16 weights read as
+    they are, as RL's inference copy samples: rl.inference_copy), float32 on the CPU (as a policy
+    trained there is evaluated: its fp32 weights, no autocast)."""
+    return model_dtype if torch.device(device).type == "cuda" else "float32"
+
+
 def evaluate_checkpoint(checkpoint: str, tasks, rl: RLConf, ctx: JobContext, *, meta: dict | None = None,
                         trainer: TrainerConf | None = None) -> dict:
     """Score a saved checkpoint on held-out tasks into the run dir (per_task + summary.json with the
-    run's metadata, `meta` and the checkpoint). It runs where and as `trainer` computes: loaded in
-    ctx.dtype on eval_device(trainer), converted and run under trainer.precision's plugin, which is
-    how a trained policy's final evaluation runs inside fit, so SFT stages, experts and merges in one
-    table are evaluated alike (fp32 weights, bf16 compute under bf16-mixed)."""
+    run's metadata, `meta` and the checkpoint). It runs where and as `trainer` computes: loaded on
+    eval_device(trainer) in evaluation_dtype(ctx.dtype) (model.dtype on a GPU, float32 on the CPU),
+    converted and run under trainer.precision's plugin, which is how a trained policy's final evaluation
+    runs, so SFT stages, experts and merges in one table are evaluated alike (on a GPU under bf16-mixed
+    with model.dtype=bfloat16: bf16 weights, as the experts' inference copy)."""
     trainer = trainer or TrainerConf()
     device = eval_device(trainer)
     precision = evaluation_precision(trainer, device)
-    model, tok = load_model("hf", path=str(checkpoint), dtype=ctx.dtype, device=device)
+    model, tok = load_model("hf", path=str(checkpoint), dtype=evaluation_dtype(ctx.dtype, device), device=device)
     model = precision.convert_module(model)
     with precision.forward_context():
         return evaluate_policy(make_engine("hf", model, tok, generation=rl.generation), tok, tasks, rl, ctx,

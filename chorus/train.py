@@ -139,13 +139,11 @@ def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
 
 
 def job_dtype(job: str, conf: TrainConf) -> str:
-    """What the job loads its untrained models in (reference, teachers, engines, evaluation copies; the
-    trained policy keeps fp32 masters): model.dtype for the on-policy jobs (rl, opd). SFT and merges load
-    float32 and refuse model.dtype (job_settings.FLOAT32): SFT keeps fp32 masters, and SFT stages and
-    merges are evaluated like the experts' final evaluation, float32 weights under trainer.precision on
-    the trainer's device, so every row of a table is computed alike."""
-    on_policy = job == "rl" or (job == "consolidation" and conf.consolidation.name == "opd")
-    return conf.model.dtype if on_policy else "float32"
+    """What the job loads its untrained models in (reference, teachers, engines, inference and evaluation
+    copies; a trained policy keeps fp32 masters): model.dtype. SFT and merges read it only for their
+    held-out evaluation, on a GPU (heldout.evaluation_dtype; float32 on the CPU), so stages, merges and
+    the experts' inference copies are evaluated alike; SFT itself trains fp32 masters."""
+    return conf.model.dtype
 
 
 def auto_job(c: dict) -> str:

@@ -22,7 +22,8 @@ from .config.schema import TrainerConf
 OWNED = {"max_steps": "rl.steps (sft_stage.steps for SFT)", "max_epochs": "rl.steps (sft_stage.steps for SFT)",
          "accelerator": "trainer.accelerator", "devices": "trainer.devices", "num_nodes": "trainer.num_nodes",
          "strategy": "trainer.strategy", "precision": "trainer.precision", "callbacks": "trainer.callbacks",
-         "logger": "logger=", "default_root_dir": "the run dir", "enable_checkpointing": "rl.save_every",
+         "logger": "logger=", "default_root_dir": "the run dir",
+         "enable_checkpointing": "rl.save_every and rl.resume_every",
          "enable_progress_bar": "chorus's own progress", "enable_model_summary": "chorus's own progress",
          "gradient_clip_val": "rl_algo / sft_stage settings", "limit_val_batches": "rl.eval_every",
          "num_sanity_val_steps": "rl.eval_every", "log_every_n_steps": "steps.jsonl (every step)"}

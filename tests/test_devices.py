@@ -68,8 +68,9 @@ def test_the_final_evaluation_runs_on_eval_device_after_teardown(sft_xs, rl_task
     trainer = TrainerConf()
     train_rl(str(sft_xs), get_algo("dapo", overlong_buffer=32), rl_tasks, eval_tasks, context(tmp_path, sim),
              rl=rl_settings(steps=1, eval_every=0), trainer=trainer)
-    # asked twice: whether to checkpoint activations (on a GPU), then where to evaluate
-    assert asked == [trainer, trainer] and evaluated_on == [torch.device("meta")]
+    # asked three times: whether to sample from an inference copy and whether to checkpoint activations
+    # (both only on a GPU), then where to evaluate
+    assert asked == [trainer, trainer, trainer] and evaluated_on == [torch.device("meta")]
 
 
 class _Recorder:
@@ -130,11 +131,14 @@ def test_sft_trainer_on_the_cpu_takes_the_precision(tmp_path):
     assert sft_run.sft_trainer(TrainerConf(), 1, 1.0, tmp_path).precision == "32-true"
 
 
-@pytest.mark.parametrize("precision, autocast, weights", [("32-true", None, torch.float32),
-                                                           ("bf16-mixed", torch.bfloat16, torch.float32),
-                                                           ("bf16-true", None, torch.bfloat16)])
+@pytest.mark.parametrize("precision, autocast, weights, dtype", [("32-true", None, torch.float32, "float32"),
+                                                                  ("bf16-mixed", torch.bfloat16, torch.float32,
+                                                                   "float32"),
+                                                                  ("bf16-true", None, torch.bfloat16, "float32"),
+                                                                  # model.dtype: float32 still on the CPU
+                                                                  ("32-true", None, torch.float32, "bfloat16")])
 def test_checkpoint_evaluations_run_as_the_trainer_computes(sft_xs, eval_tasks, sim, tmp_path, monkeypatch,
-                                                             precision, autocast, weights):
+                                                             precision, autocast, weights, dtype):
     """SFT stages and merges are scored by evaluate_checkpoint: on eval_device(trainer) and under
     trainer.precision's plugin, as a trained expert's final evaluation runs inside fit (it used to load
     on the CPU in float32 whatever the trainer said)."""
@@ -149,9 +153,21 @@ def test_checkpoint_evaluations_run_as_the_trainer_computes(sft_xs, eval_tasks, 
         return {"pass_rate": 0.0, "mean_overall": 0.0}
     monkeypatch.setattr(heldout, "evaluate_policy", fake_evaluate)
     trainer = TrainerConf(precision=precision)
-    heldout.evaluate_checkpoint(str(sft_xs), eval_tasks, rl_settings(), context(tmp_path, sim), trainer=trainer)
+    heldout.evaluate_checkpoint(str(sft_xs), eval_tasks, rl_settings(), context(tmp_path, sim, dtype=dtype),
+                                trainer=trainer)
     assert seen == {"trainer": trainer, "autocast": autocast, "weights": weights}
     assert not torch.is_autocast_enabled("cpu")  # the context ends with the evaluation
+
+
+@pytest.mark.parametrize("model_dtype, device, expected", [
+    ("bfloat16", torch.device("cuda", 0), "bfloat16"),  # bf16 weights read as they are, as RL's inference copy
+    ("float16", torch.device("cuda", 1), "float16"),
+    ("float32", torch.device("cuda", 0), "float32"),
+    ("bfloat16", torch.device("cpu"), "float32"),  # the CPU: float32, as a policy trained there is evaluated
+    ("float32", torch.device("cpu"), "float32"),
+])
+def test_checkpoints_are_evaluated_in_model_dtype_on_a_gpu_and_float32_on_the_cpu(model_dtype, device, expected):
+    assert heldout.evaluation_dtype(model_dtype, device) == expected
 
 
 def test_merges_are_evaluated_on_the_trainer(monkeypatch, tmp_path):

@@ -68,8 +68,9 @@ def test_real_checkpoints_replace_stages_and_extra_reaches_the_jobs_that_read_it
     # SFT stages train (or evaluate their registered checkpoint) on the trainer, and merges evaluate there
     merges = {s.name for s in steps if s.name.startswith("consolidation/") and s.name != "consolidation/opd"}
     assert merges and on_trainer == on_policy | merges | {"sft/stage0", "sft/stage1", "sft/stage2"}
-    # what loads in bf16: SFT and merges keep float32 weights, computing in the trainer's precision
-    assert {s.name for s in steps if "model.dtype=bfloat16" in s.overrides} == on_policy
+    # model.dtype reaches every job that evaluates: the on-policy ones load their untrained models in it,
+    # and SFT stages and merges (trained and merged in float32) their held-out evaluation on a GPU
+    assert {s.name for s in steps if "model.dtype=bfloat16" in s.overrides} == on_trainer
 
 
 def step_cfg(step) -> dict:

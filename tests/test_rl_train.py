@@ -63,18 +63,31 @@ def test_killed_run_resumes_to_the_straight_runs_step_data_position_and_weights(
         sft_xs, rl_tasks, eval_tasks, sim, tmp_path):
     straight = run(sft_xs, tmp_path / "straight", steps=3, rl_tasks=rl_tasks, eval_tasks=eval_tasks[:1], sim=sim)
 
-    calls = []
+    calls, resume_points = [], []
+    ckpt = tmp_path / "killed/ckpt"
 
     def dies_on_the_third_rollout(*a, **k):
         calls.append(1)
+        last = ckpt / "last.ckpt"
+        resume_points.append(torch.load(last, weights_only=False)["global_step"] if last.exists() else None)
         if len(calls) == 3:
             raise RuntimeError("killed")
         return collect(*a, **k)
 
     with pytest.raises(RuntimeError, match="killed"):
         run(sft_xs, tmp_path / "killed", steps=3, rl_tasks=rl_tasks, eval_tasks=eval_tasks[:1], sim=sim,
-            objective=Objective(collect=dies_on_the_third_rollout))
-    assert (tmp_path / "killed/ckpt/last.ckpt").exists() and not (tmp_path / "killed/hf").exists()
+            resume_every=2, objective=Objective(collect=dies_on_the_third_rollout))
+    # a weights-only snapshot after every step (save_every=1), the resume point after every second only
+    assert resume_points == [None, None, 2] and not (tmp_path / "killed/hf").exists()
+    assert sorted(p.name for p in ckpt.glob("*.ckpt")) == ["last.ckpt", "weights-step=1.ckpt", "weights-step=2.ckpt"]
+    last, snap = (torch.load(ckpt / f, weights_only=False) for f in ("last.ckpt", "weights-step=2.ckpt"))
+    assert last["optimizer_states"][0]["state"][0]["exp_avg"].shape and last["lr_schedulers"]
+    assert "optimizer_states" not in snap and "lr_schedulers" not in snap and snap["global_step"] == 2
+    assert snap["state_dict"].keys() == last["state_dict"].keys()
+    assert all(torch.equal(snap["state_dict"][k], v) for k, v in last["state_dict"].items())  # step 2's weights
+    with pytest.raises(ValueError, match="holds weights only.*ckpt/last.ckpt"):  # a snapshot cannot resume
+        train_rl(str(sft_xs), get_algo("dapo"), rl_tasks, [], context(tmp_path / "other", sim), rl=rl_settings(),
+                 ckpt_path=str(ckpt / "weights-step=1.ckpt"))
     resumed = run(sft_xs, tmp_path / "killed", steps=3, rl_tasks=rl_tasks, eval_tasks=eval_tasks[:1], sim=sim)
 
     assert resumed["resumed_from"].endswith("last.ckpt") and resumed["steps"] == straight["steps"] == 3
@@ -85,6 +98,12 @@ def test_killed_run_resumes_to_the_straight_runs_step_data_position_and_weights(
     assert [(s["reward_mean"], s["samples"]) for s in a] == [(s["reward_mean"], s["samples"]) for s in b]
     w1, w2 = weights(tmp_path / "straight/hf"), weights(tmp_path / "killed/hf")
     assert all(torch.allclose(w1[k], w2[k], atol=1e-6) for k in w1)
+    # the straight run: one snapshot per step, the last one the exported policy, and the resume point
+    # written at the end of fit (rl.resume_every=20 never came)
+    names = sorted(p.name for p in (tmp_path / "straight/ckpt").glob("*.ckpt"))
+    assert names == ["last.ckpt", "weights-step=1.ckpt", "weights-step=2.ckpt", "weights-step=3.ckpt"]
+    step3 = torch.load(tmp_path / "straight/ckpt/weights-step=3.ckpt", weights_only=False)["state_dict"]
+    assert all(torch.equal(step3[f"model.{k}"], v) for k, v in w1.items())
 
 
 def test_resuming_with_a_different_model_names_the_fix(sft_xs, tiny_xs, rl_tasks, sim, tmp_path):
@@ -101,6 +120,16 @@ def test_grpo_with_lora_and_k3_kl_trains_only_the_adapter(sft_xs, rl_tasks, sim,
     assert changed and all(any(m in k for m in ("q_proj", "k_proj", "v_proj", "o_proj")) for k in changed)
     step = lines(tmp_path / "steps.jsonl")[0]
     assert step["kl"] >= 0 and step["update_skipped"] == 0
+
+
+def test_negative_checkpoint_intervals_name_the_fix():
+    from chorus.config.schema import RLConf, TrainerConf
+    from chorus.rl.run import check_run
+
+    for key in ("save_every", "resume_every"):
+        with pytest.raises(ValueError, match=f"rl.{key}=-1 is negative; use a step count, or 0"):
+            check_run(get_algo("dapo"), RLConf(**{key: -1}), TrainerConf())
+    check_run(get_algo("dapo"), RLConf(save_every=0, resume_every=0), TrainerConf())  # 0: never, accepted
 
 
 def test_group_of_one_with_a_std_normalised_advantage_names_the_fix(sft_xs, rl_tasks, sim, tmp_path):

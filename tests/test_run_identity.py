@@ -112,10 +112,9 @@ def cli(module: str, *overrides, tmp_path):
     ("chorus.train", ["consolidation=opd", "rl_algo.eps_high=0.5"], "consolidation=opd does not use rl_algo.eps_high"),
     ("chorus.train", ["job=sft", "sft_stage.checkpoint=/some/model", "sft_stage.evaluate=false", "trainer=gpu"],
      "job=sft does not use trainer=gpu"),  # a registered, unevaluated checkpoint runs nothing
-    ("chorus.train", ["job=sft", "model.dtype=bfloat16"],
-     "job=sft does not use model.dtype=bfloat16 (SFT keeps float32 weights"),
+    ("chorus.train", ["job=sft", "sft_stage.evaluate=false", "model.dtype=bfloat16"],
+     "job=sft does not use model.dtype=bfloat16 (SFT trains float32 weights"),
     ("chorus.train", ["job=rl", "consolidation.margin=0.2"], "job=rl does not use consolidation.margin=0.2"),
-    ("chorus.train", ["consolidation=soup", "model.dtype=bfloat16"], "consolidation=soup does not use model.dtype"),
     ("chorus.train", ["consolidation=opd", "consolidation.mode=pgg"], "consolidation.mode"),
     ("chorus.train", ["job=rl", "rl.engine=vlm"], "rl.engine"),
     ("chorus.evaluate", ["simulator.isolation=requried"], "simulator.isolation"),
@@ -136,7 +135,10 @@ def test_sft_reads_the_trainer_it_trains_on(train_cfg):
     _, _, out, record = train_cfg("job=sft", "trainer=gpu")
     assert record["identity"]["trainer.accelerator"] == "gpu"
     assert out != train_cfg("job=sft")[2]  # trained on another trainer: another run
-    assert "model.dtype" not in record["identity"]  # SFT keeps float32 weights whatever model.dtype says
+    # SFT trains float32 weights whatever model.dtype says; only the stage's evaluation reads it (on a GPU)
+    assert record["identity"]["model.dtype"] == "float32"
+    unevaluated = train_cfg("job=sft", "sft_stage.evaluate=false")[3]
+    assert "model.dtype" not in unevaluated["identity"]
 
 
 def test_train_refuses_a_dir_made_with_other_settings(train_cfg, tmp_path):

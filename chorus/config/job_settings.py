@@ -17,14 +17,15 @@ from omegaconf import DictConfig, OmegaConf
 # Read by every job, but never part of what a run computes (where it writes, how it logs, the scoring
 # budget of a sample): left out of run identity, so adding one keeps every existing run dir valid.
 BOOKKEEPING = ("job", "runs_dir", "run_tag", "logger", "hydra", "simulator.workers", "rl.resume", "rl.save_every",
-               "simulator.scoring_mem_mb", "simulator.scoring_cpu_s",
+               "rl.resume_every", "simulator.scoring_mem_mb", "simulator.scoring_cpu_s",
                "simulator.check_timeout_s", "simulator.check_mem_mb", "plan_only", "plan_device_gib")
 # Groups that only set other settings (conf/experiment/): what they set is checked as composed.
 PRESETS = ("experiment",)
 COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
-# A held-out evaluation (heldout.eval_sampling and evaluate_checkpoint read these).
-EVALUATION = ("rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature", "rl.max_new_tokens",
-              "rl.max_prompt_tokens", "rl.generation")
+# A held-out evaluation (heldout.eval_sampling and evaluate_checkpoint read these; model.dtype: what a
+# checkpoint is evaluated in on a GPU, heldout.evaluation_dtype).
+EVALUATION = ("model.dtype", "rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature",
+              "rl.max_new_tokens", "rl.max_prompt_tokens", "rl.generation")
 # Merge options per method: everything else under consolidation.* is refused for that method.
 MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam", "normalize"), "ties": ("density", "lam"),
                  "dare": ("density", "lam", "normalize", "seed"),
@@ -34,19 +35,17 @@ MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam", "normalize"), "ties": ("
 TEACHERS = ("teacher_pool.name", "teacher_pool.teachers", "teacher_pool.from_runs", "rl_algo.name")
 # Why a job refuses a setting people commonly pass it: (job, top-level key) -> a clause.
 UNUSED_HINTS = {
-    ("sft", "model"): " (SFT keeps float32 weights and evaluates in float32; trainer.precision sets its compute)",
+    ("sft", "model"): " (SFT trains float32 weights, and only a stage's held-out evaluation reads model.dtype; "
+                      "trainer.precision sets its compute)",
     ("evaluate", "model"): " (only policy=model loads a model)",
     ("evaluate", "protocol"): " (only policy=model generates)",
-    ("consolidation", "model"): " (merges are evaluated like the experts: float32 weights, trainer.precision "
-                                "sets the compute)",
     ("consolidation", "rl_algo"): " (rl_algo only selects the experts the teacher pool reads; OPD's own clip "
                                   "range is fixed in rl/algos.py)",
 }
 
 
-# Jobs that load models in float32 whatever model.dtype says: SFT keeps fp32 masters, and SFT stages and
-# merges are evaluated as a trained expert is (float32 weights, trainer.precision autocasting the
-# compute on the trainer's device), so every row of a table compares: the model group without dtype.
+# SFT trains fp32 masters whatever model.dtype says, and a merge computes in float32 in the experts'
+# dtype: the model group without dtype. Their held-out evaluations read model.dtype (EVALUATION).
 MODEL_BUT_DTYPE = ("model.name", "model.path", "model.size", "model.seed", "model.pretrain_steps", "model.device",
                    "model.attn_implementation")
 FLOAT32 = [k for k in COMMON if k != "model"] + list(MODEL_BUT_DTYPE)
@@ -54,7 +53,7 @@ FLOAT32 = [k for k in COMMON if k != "model"] + list(MODEL_BUT_DTYPE)
 
 def _sft(c: dict) -> list[str]:
     # trainer: where (and in what precision) the stage trains and evaluates; a registered checkpoint
-    # that is not evaluated runs nothing. model.dtype stays a job=rl / OPD setting.
+    # that is not evaluated runs nothing. model.dtype: only the stage's evaluation reads it.
     stage = c["sft_stage"]
     uses = ["sft_stage", *FLOAT32]
     if not stage.get("checkpoint") or stage["evaluate"]:

@@ -41,6 +41,13 @@ class GenerationMode(Choice):
     shared = enum.auto()  # each prompt prefilled once for its n samples; KV kept in growing buffers
 
 
+class InferenceCopyMode(Choice):
+    """rl.inference_copy: whether the hf engine samples from a model.dtype copy of the policy."""
+    auto = enum.auto()  # on where the trainer trains on a GPU in 16-bit mixed precision (model.dtype 16-bit)
+    on = enum.auto()
+    off = enum.auto()  # sample from the fp32 masters under the trainer's autocast
+
+
 class OPDMode(Choice):
     """consolidation.mode (opd)."""
     pg = enum.auto()  # per-token advantage -(log pi_student - log pi_teacher) in the clipped PG loss

@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
-from .modes import Difficulty, Divergence, Engine, GenerationMode, Launcher, LogMode, MissingRewards, OPDMode, \
-    Quality, RepairSource, SFTKind, Split, TeacherSource
+from .modes import Difficulty, Divergence, Engine, GenerationMode, InferenceCopyMode, Launcher, LogMode, \
+    MissingRewards, OPDMode, Quality, RepairSource, SFTKind, Split, TeacherSource
 from ..sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -266,6 +266,13 @@ class RLConf:
     # model) | plain | static (static KV cache, compiled decoding on CUDA) | auto (static on CUDA,
     # shared elsewhere). Not static: its compiled CUDA path has never run
     generation: GenerationMode = GenerationMode.shared
+    # engine=hf: sample rollouts and held-out evaluations from a copy of the policy in model.dtype,
+    # refreshed in place after each update, instead of the fp32 masters under autocast (whose cast cache
+    # is off in Lightning 2.6: every weight is cast again at every decode step). Costs model.dtype's
+    # bytes per parameter on the device (2 in bf16); its samples get rl.tis_cap's weights, as vLLM's.
+    # auto: on when the trainer trains on a GPU in 16-bit mixed precision and model.dtype is 16-bit;
+    # on | off. Under LoRA the copy holds the merged weights (base + adapter)
+    inference_copy: InferenceCopyMode = InferenceCopyMode.auto
     lora: LoraConf = field(default_factory=LoraConf)
     reward: RewardConfig = field(default_factory=RewardConfig)
     # the training and held-out halves of the same generated designs
@@ -276,7 +283,14 @@ class RLConf:
     # held-out sampling temperature; null = rl.temperature. Keep it equal across compared runs, e.g.
     # OPD trains at T=1 while experts may train at T=0.5
     eval_temperature: Optional[float] = None
-    save_every: int = 5  # steps between resumable Lightning checkpoints
+    # steps between weights-only snapshots, ckpt/weights-step=N.ckpt (no optimizer state: 4 bytes per
+    # parameter, kept); 0 = none. They never replace the resume point
+    save_every: int = 5
+    # steps between writes of the one resume point, ckpt/last.ckpt (weights, AdamW state, LR schedule,
+    # data position: ~12 bytes per parameter, ~48 GB at 4B); a SIGTERM/SIGINT also writes it at the step
+    # under way, so this bounds only what a hard kill (OOM, lost node) redoes. 4 x save_every: a quarter
+    # of the optimizer writes of a resume point every save_every
+    resume_every: int = 20
     resume: bool = True  # continue from <run>/ckpt/last.ckpt when it exists
     # dtype of the exported hf/ policy (RL experts, OPD students); null = the trained precision, fp32
     # (policies train fp32 masters whatever model.dtype says, and merges need the small task vectors

@@ -136,6 +136,13 @@ def export_merged(model, tokenizer, out_dir: str | Path, dtype: str | None = Non
     return out
 
 
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype a dtype setting names (float32, bf16, ...)."""
+    if name not in _DTYPES:
+        raise ModelLoadError(f"unknown dtype {name!r}; use one of {sorted(_DTYPES)}")
+    return _DTYPES[name]
+
+
 def check_dtype(dtype: str | None, key: str) -> None:
     if dtype is not None and dtype not in _DTYPES:
         raise ValueError(f"{key}={dtype!r} is not a dtype; use one of {sorted(_DTYPES)}")

@@ -47,8 +47,11 @@ class Hooks:
     state: Callable[[], dict] | None = None  # the data position, saved in each checkpoint
     restore: Callable[[dict], None] | None = None  # ... and restored on resume
     on_step: Callable[[int, RolloutBatch, dict], None] | None = None  # after each update, on rank 0
-    sync_weights: Callable[[torch.nn.Module], None] | None = None  # a separate engine (vLLM) gets new weights
-    # at train start, with the weights training starts from (a vLLM engine is built, then synced)
+    # after each update: a separate sampler (vLLM, or the hf engine's inference copy) gets the new
+    # weights; set exactly when the samples do not come from the trained weights themselves (_tis)
+    sync_weights: Callable[[torch.nn.Module], None] | None = None
+    # at train start, with the weights training starts from (a vLLM engine is built, then synced; an
+    # inference copy moves beside the policy and loads them)
     start: Callable[[torch.nn.Module], None] | None = None
 
 
@@ -123,7 +126,8 @@ class RLModule(L.LightningModule):
         self.optimizers().zero_grad(set_to_none=True)
         torch.clear_autocast_cache()
         # Hooks run outside the precision's autocast: enter it, so the fp32 policy samples (and its
-        # old log-probs come) at the precision the update computes in (bf16-mixed on GPUs; nothing on CPU).
+        # old log-probs come) at the precision the update computes in (bf16-mixed on GPUs; nothing on CPU);
+        # an inference copy's bf16 weights need no cast, its fp32 ops (softmax, norms) stay as the update's.
         # vLLM runs its own kernels in its own dtype: no autocast around it.
         hf = self.rl.engine == "hf"
         with self.trainer.precision_plugin.forward_context() if hf else contextlib.nullcontext():
@@ -306,9 +310,10 @@ class RLModule(L.LightningModule):
         return loss, st
 
     def _tis(self, b: RolloutBatch, sl: slice, mask) -> torch.Tensor | None:
-        """rl.tis_cap's per-token weights for rows `sl` when vLLM sampled them (HF's engine is the
-        trainer's own model: nothing to correct), else None."""
-        if self.rl.engine != "vllm" or self.rl.tis_cap is None or b.engine_logprobs is None:
+        """rl.tis_cap's per-token weights for rows `sl` when a separate sampler drew them (vLLM, or the
+        inference copy in model.dtype: both give other log-probs than the trainer's forward), else None
+        (HF's engine on the trained model itself: nothing to correct)."""
+        if self.hooks.sync_weights is None or self.rl.tis_cap is None or b.engine_logprobs is None:
             return None
         width = mask.size(1)
         return tis_weights(b.old_logprobs[sl, :width].to(self.device), b.engine_logprobs[sl, :width].to(self.device),

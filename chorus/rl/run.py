@@ -1,8 +1,9 @@
 """Run execution-guided RL from one checkpoint and export the expert.
 
-The run dir holds: ckpt/ (Lightning checkpoints for resume), steps.jsonl (step scalars),
-rollouts.jsonl (every trained sample), eval/step_N/ (periodic held-out tables), hf/ (the exported
-policy) and per_task.{jsonl,parquet} + summary.json (the final held-out evaluation)."""
+The run dir holds: ckpt/ (the resume point last.ckpt and weights-only snapshots, rl/checkpoints.py),
+steps.jsonl (step scalars), rollouts.jsonl (every trained sample), eval/step_N/ (periodic held-out
+tables), hf/ (the exported policy) and per_task.{jsonl,parquet} + summary.json (the final held-out
+evaluation)."""
 from __future__ import annotations
 
 import contextlib
@@ -23,10 +24,12 @@ from ..config.schema import RLConf, TrainerConf
 from ..fsdp import unsharded
 from ..heldout import evaluate_policy
 from ..policy.engines import SamplingParams, make_engine
-from ..policy.models import check_dtype, export_merged, load_model, merged_lora_weights
+from ..policy.inference_copy import InferenceCopy, use_inference_copy
+from ..policy.models import check_dtype, export_merged, load_model, merged_lora_weights, torch_dtype
 from ..tracking.timing import add_seconds
 from ..trainer_setup import build_trainer, eval_device, lightning_errors, use_gradient_checkpointing
 from .algos import RLAlgo
+from .checkpoints import WeightSnapshots, resume_checkpoint, resume_step
 from .module import Hooks, RLModule
 from .preemption import StopOnSignal
 from .rollouts import RolloutSpec, collect
@@ -90,10 +93,6 @@ def vllm_options(rl: RLConf, fit: L.Trainer) -> dict:
             "distributed": fit.world_size > 1, "sleep": rl.vllm_sleep}
 
 
-def _checkpoint_step(path: str) -> int:
-    return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"])
-
-
 def _trim_logs(paths, step: int) -> None:
     """Drop log lines past the checkpoint a run resumes from (a killed run may have logged more)."""
     for p in paths:
@@ -129,6 +128,15 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
     if trainer.strategy == "fsdp" and rl.lora.r > 0:  # the vLLM sync merges each adapted layer whole
         raise ValueError("trainer=fsdp with LoRA is not supported (the vLLM sync merges the adapter into whole, "
                          "unsharded layers); use trainer=ddp with LoRA, or full fine-tuning (rl.lora.r=0)")
+    for key in ("save_every", "resume_every"):
+        if getattr(rl, key) < 0:
+            raise ValueError(f"rl.{key}={getattr(rl, key)} is negative; use a step count, or 0 for none")
+
+
+def inference_copy(rl: RLConf, trainer: TrainerConf, dtype: str) -> bool:
+    """Whether this run's hf engine samples from an inference copy (rl.inference_copy)."""
+    return use_inference_copy(rl.inference_copy, engine=rl.engine, device=eval_device(trainer),
+                              precision=trainer.precision, model_dtype=dtype)
 
 
 def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl: RLConf,
@@ -139,6 +147,7 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     when given (its step, optimizer and data position). ctx.on_step also hears each step's scalars."""
     trainer = trainer or TrainerConf()
     check_run(algo, rl, trainer)
+    use_copy = inference_copy(rl, trainer, ctx.dtype)  # a bad rl.inference_copy fails before any model loads
     out = ctx.out
     out.mkdir(parents=True, exist_ok=True)
     lora = dataclasses.asdict(rl.lora) if rl.lora.r > 0 else None
@@ -154,8 +163,14 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     if algo.needs_reference and not lora:
         ref, _ = load_model("hf", path=init, dtype=dtype)
         ref.requires_grad_(False)
+    # rl.inference_copy: the hf engine samples from a model.dtype copy of the policy, refreshed after
+    # each update (hooks.sync_weights) and placed beside the policy at train start (hooks.start)
+    inference = InferenceCopy(model, torch_dtype(dtype)) if use_copy else None
+    if inference:
+        log.info("inference copy in %s: %.2f GiB", dtype, inference.nbytes() / 2**30)
     # vLLM is built at train start (Engines.start), once the process group exists; HF's engine now
-    engines = Engines(make_engine("hf", model, tok, generation=rl.generation) if rl.engine == "hf" else None)
+    engines = Engines(make_engine("hf", inference.model if inference else model, tok, generation=rl.generation)
+                      if rl.engine == "hf" else None)
     params = SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=seed)
     spec = RolloutSpec(algo, ctx.fmt, rl.group_size, params, ctx.sim, rl.reward, rl.max_prompt_tokens,
                        rl.prompts_per_generate)
@@ -209,15 +224,17 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
                                 phase=f"held-out evaluation at step {step}")
                 model.train()
 
+        vllm = rl.engine == "vllm"
         hooks = Hooks(rollout, state=sampler.state_dict, restore=sampler.load_state_dict, on_step=after_step,
-                      sync_weights=(lambda m: _engine_sync(engines.engine)(m)) if rl.engine == "vllm" else None,
-                      start=start if rl.engine == "vllm" else None)
+                      sync_weights=(lambda m: _engine_sync(engines.engine)(m)) if vllm else
+                      (inference.refresh if inference else None),
+                      start=start if vllm else (inference.place if inference else None))
         use_gradient_checkpointing(model, trainer)
         module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
                                   logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
         last = ckpt_dir / "last.ckpt"
         resume = str(last) if rl.resume and last.exists() else ckpt_path
-        _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), _checkpoint_step(resume) if resume else 0)
+        _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), resume_step(resume) if resume else 0)
         model.train()
         with warnings.catch_warnings():  # the post-update state is exactly what a resume needs
             warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
@@ -234,20 +251,25 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         export = export_merged(policy, tok, out / "hf", dtype=rl.export_dtype)
         record = {**ctx.meta, "init": init, "checkpoint": str(export), "steps": fit.global_step,
                   "resumed_from": resume, "data_position": sampler.state_dict()}
-        if rl.engine == "hf":  # Lightning's teardown put the module back on the CPU: evaluate where it trained
+        # Lightning's teardown put the module back on the CPU: evaluate where it trained. An inference
+        # copy stays there (not a submodule) and is refreshed from the final policy, which need not move
+        if inference:
+            inference.place(policy, eval_device(trainer))
+        elif rl.engine == "hf":
             policy.to(eval_device(trainer))
-        with fit.precision_plugin.forward_context():  # the fp32 policy generates as it trained
+        with fit.precision_plugin.forward_context():  # the policy (or its copy) generates as in training
             summary = evaluate_policy(make_engine("hf", policy, tok, generation=rl.generation)
-                                      if rl.engine == "hf" else engines.engine, tok,
+                                      if rl.engine == "hf" and not inference else engines.engine, tok,
                                       eval_tasks, rl, ctx, meta=record)
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}
 
 
 def _lightning(rl: RLConf, trainer: TrainerConf, out: Path, ckpt_dir: Path) -> L.Trainer:
-    """The Lightning trainer of a run: rl.steps optimizer steps, a resumable checkpoint every rl.save_every
-    and at a SIGTERM or SIGINT, which then stops the run (preemption.Preempted)."""
-    checkpointing = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=rl.save_every,
-                                                        save_last=True, save_top_k=0)
+    """The Lightning trainer of a run: rl.steps optimizer steps, weights-only snapshots every rl.save_every,
+    the resume point (with the optimizer) every rl.resume_every and at a SIGTERM or SIGINT, which then
+    stops the run (preemption.Preempted); rl/checkpoints.py."""
+    callbacks = [WeightSnapshots(ckpt_dir, rl.save_every), StopOnSignal(ckpt_dir / "last.ckpt"),
+                 resume_checkpoint(ckpt_dir, rl.resume_every)]
     return build_trainer(trainer, max_steps=rl.steps, logger=L.pytorch.loggers.CSVLogger(str(out), name="lightning"),
-                         callbacks=[StopOnSignal(ckpt_dir / "last.ckpt"), checkpointing], default_root_dir=str(out),
+                         callbacks=callbacks, default_root_dir=str(out),
                          limit_val_batches=0, num_sanity_val_steps=0, log_every_n_steps=1)
