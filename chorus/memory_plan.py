@@ -118,6 +118,8 @@ class Job:
     # the weight sync drops the gradients and empties the CUDA cache before waking vLLM (TRL's order);
     # False: the update's memory is still held when the engine wakes
     freed_before_wake: bool = True
+    base_bytes: int = 4  # bytes per frozen (not trained) parameter of the policy: LoRA's base in model.dtype
+    copy_bytes: int = 0  # rl.inference_copy: the HF engine's copy of the policy, bytes per parameter (0: none)
 
 
 def activation_bytes(job: Job) -> float:
@@ -155,7 +157,8 @@ def plan(job: Job, device_gib: float) -> dict:
     (`peak`, in `phase`), and whether the plan fits `device_gib`."""
     p = job.arch.params
     trained = p * job.trainable_share
-    weights = 4 * p / job.shards
+    weights = (4 * trained + job.base_bytes * (p - trained)) / job.shards
+    inference_copy = job.copy_bytes * p  # kept beside the masters in every phase, refreshed in place
     optimizer = 8 * trained / job.shards  # AdamW's two fp32 moments
     grads = 4 * trained / job.shards
     # DDP's reducer allocates its buckets when it wraps the model and keeps them: every phase holds them
@@ -170,6 +173,7 @@ def plan(job: Job, device_gib: float) -> dict:
              "DDP gradient buckets": (buckets, buckets, buckets),
              "optimizer (AdamW)": (optimizer, optimizer, optimizer),
              "reference and teachers": (frozen, frozen, frozen),
+             "inference copy": (inference_copy, inference_copy, inference_copy),
              "engine": engine_bytes(job, device_gib),
              "full weights for the sync": (0.0, 0.0, gathered),
              "activations": (0.0, activations, held * activations),
@@ -195,7 +199,8 @@ FIXES = {"activations": "trainer.gradient_checkpointing=true, or fewer tokens pe
          "weights (fp32 masters)": "trainer=fsdp over more devices",
          "engine": "fewer rows per rollout (rl.prompts_per_generate, rl.group_size)",
          "full weights for the sync": "a smaller rl.vllm_memory (FSDP gathers the whole model on each device for it)",
-         "reference and teachers": "rl_algo.kl_coef=0, or consolidation.teachers_in_memory=false"}
+         "reference and teachers": "rl_algo.kl_coef=0, or consolidation.teachers_in_memory=false",
+         "inference copy": "rl.inference_copy=off (the HF engine then samples from the fp32 masters)"}
 # the transition is the vLLM engine waking beside the trainer: its share of the device is the lever
 WHEN = {"transition": "the vLLM engine waking for the weight sync beside the trainer's state; "}
 
@@ -264,7 +269,13 @@ def train_job(job: str, conf, policy: str, cuda: bool) -> Job:
         cons = conf.consolidation
         n = len(conf.teacher_pool.teachers)
         frozen = n if (cons.teachers_in_memory or str(cons.mode) == "direct") else 1
+    from .policy.inference_copy import use_inference_copy
+
+    dtype_bytes = 2 if "16" in conf.model.dtype else 4
+    copy = use_inference_copy(rl.inference_copy, engine=rl.engine, device="cuda" if cuda else "cpu",
+                              precision=t.precision, model_dtype=conf.model.dtype)
     return Job(**common, row_tokens=row, completion_tokens=rl.max_new_tokens, micro_rows=rows, trainable_share=share,
-               reference=reference, frozen_copies=frozen, frozen_bytes=2 if "16" in conf.model.dtype else 4,
+               reference=reference, frozen_copies=frozen, frozen_bytes=dtype_bytes,
                engine=str(rl.engine), vllm_share=rl.vllm_memory, vllm_sleeps=rl.vllm_sleep,
-               rollout_rows=rl.prompts_per_generate * rl.group_size)
+               rollout_rows=rl.prompts_per_generate * rl.group_size, base_bytes=dtype_bytes if lora else 4,
+               copy_bytes=dtype_bytes if copy else 0)

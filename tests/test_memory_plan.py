@@ -121,7 +121,8 @@ def test_a_small_plans_three_phases_add_up_by_hand():
     logits = 5 * 32 * (2 + 4 + 4 + 4)  # min(chunk 5, 2 rows x 4 completion tokens) positions x vocab
     expected = {"weights (fp32 masters)": (4 * P,) * 3, "gradients": (0, 4 * P, 0),  # freed before the wake
                 "DDP gradient buckets": (0, 0, 0), "optimizer (AdamW)": (8 * P,) * 3,
-                "reference and teachers": (0, 0, 0), "engine": (engine, 0, engine),  # asleep for the update
+                "reference and teachers": (0, 0, 0), "inference copy": (0, 0, 0),
+                "engine": (engine, 0, engine),  # asleep for the update
                 "full weights for the sync": (0, 0, 0), "activations": (0, activations, 0),
                 "logits (one chunk)": (0, logits, 0)}
     r = plan(small(), 1.0)
@@ -146,6 +147,33 @@ def test_a_small_plans_three_phases_add_up_by_hand():
     fp32 = in_bytes(plan(small(compute_bytes=4), 1.0))
     assert fp32["activations"][1] == pytest.approx(20 * (64 + 4 * 167 + 100))
     assert fp32["logits (one chunk)"][1] == pytest.approx(5 * 32 * 16)
+
+
+def test_lora_s_bf16_base_and_the_inference_copy_by_hand():
+    """LoRA: the adapter's share trains in fp32 (weights, gradients, AdamW), the rest of the policy is
+    its frozen base in model.dtype; an inference copy holds every parameter again in its dtype."""
+    lora = in_bytes(plan(small(trainable_share=0.25, base_bytes=2), 1.0))
+    assert lora["weights (fp32 masters)"] == pytest.approx([4 * 0.25 * P + 2 * 0.75 * P] * 3)
+    assert lora["optimizer (AdamW)"] == pytest.approx([8 * 0.25 * P] * 3)
+    copy = in_bytes(plan(small(engine="hf", copy_bytes=2), 1.0))
+    assert copy["inference copy"] == pytest.approx([2 * P] * 3)
+
+
+def test_train_job_counts_the_copy_where_rl_inference_copy_turns_it_on():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from chorus.config.schema import CONF_DIR, register_configs
+    from chorus.memory_plan import train_job
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        conf = OmegaConf.to_object(compose(config_name="train", overrides=["job=rl", "trainer=gpu", "model.dtype=bfloat16"]))
+    assert train_job("rl", conf, "Qwen/Qwen3-4B", cuda=True).copy_bytes == 2  # auto: hf on a GPU, bf16
+    conf.rl.inference_copy = "off"
+    assert train_job("rl", conf, "Qwen/Qwen3-4B", cuda=True).copy_bytes == 0
+    conf.rl.lora.r = 16
+    assert train_job("rl", conf, "Qwen/Qwen3-4B", cuda=True).base_bytes == 2
 
 
 def test_an_hf_engine_has_no_transition_beyond_its_rollout():
