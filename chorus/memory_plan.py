@@ -114,6 +114,7 @@ class Job:
     vllm_sleeps: bool = True
     rollout_rows: int = 32  # rows an HF engine generates at once
     shards: int = 1  # FSDP: parameters, gradients and optimizer state split over this many devices
+    offload: bool = False  # trainer.fsdp_cpu_offload: parameters, gradients and AdamW state live on the host
     ddp_buckets: bool = False  # DDP's gradient buckets: another fp32 copy of the gradients
     # the weight sync drops the gradients and empties the CUDA cache before waking vLLM (TRL's order);
     # False: the update's memory is still held when the engine wakes
@@ -158,14 +159,21 @@ def plan(job: Job, device_gib: float) -> dict:
     p = job.arch.params
     trained = p * job.trainable_share
     weights = (4 * trained + job.base_bytes * (p - trained)) / job.shards
+    # offloaded (FSDP2's CPUOffloadPolicy): the sharded state stays on the host; on the device only the
+    # units being computed, one decoder layer's fp32 parameters and gradients at a time and the next one
+    # prefetched (the root's embeddings and head stay gathered from forward to backward: counted whole)
+    layer = (p - job.arch.vocab * job.arch.hidden * (1 if job.arch.tied else 2)) / job.arch.layers
+    units = 2 * 8 * layer + 8 * (p - layer * job.arch.layers) if job.offload else 0.0
     inference_copy = job.copy_bytes * p  # kept beside the masters in every phase, refreshed in place
     optimizer = 8 * trained / job.shards  # AdamW's two fp32 moments
     grads = 4 * trained / job.shards
+    if job.offload:
+        weights = optimizer = grads = 0.0
     # DDP's reducer allocates its buckets when it wraps the model and keeps them: every phase holds them
     buckets = grads if job.ddp_buckets else 0.0
     frozen = (int(job.reference) + job.frozen_copies) * job.frozen_bytes * p
     # the sync hands vLLM full tensors: the parameters themselves, unless FSDP gathers them (fp32)
-    gathered = 4.0 * p if job.engine == "vllm" and job.shards > 1 else 0.0
+    gathered = 4.0 * p if job.engine == "vllm" and (job.shards > 1 or job.offload) else 0.0
     activations, logits = activation_bytes(job), logits_bytes(job)
     held = 0.0 if job.freed_before_wake else 1.0  # the update's own memory, still held at the wake
     items = {"weights (fp32 masters)": (weights, weights, weights),
@@ -176,6 +184,7 @@ def plan(job: Job, device_gib: float) -> dict:
              "inference copy": (inference_copy, inference_copy, inference_copy),
              "engine": engine_bytes(job, device_gib),
              "full weights for the sync": (0.0, 0.0, gathered),
+             "offloaded units in use": (0.0, units, 0.0),
              "activations": (0.0, activations, held * activations),
              "logits (one chunk)": (0.0, logits, held * logits)}
     if job.engine != "vllm":
@@ -193,10 +202,11 @@ def plan(job: Job, device_gib: float) -> dict:
 # the setting that shrinks each item, for the refusal
 FIXES = {"activations": "trainer.gradient_checkpointing=true, or fewer tokens per pass (rl.micro_tokens, rl.micro_batch)",
          "logits (one chunk)": "a smaller trainer.logit_chunk",
-         "optimizer (AdamW)": "rl.lora.r > 0, or trainer=fsdp over more devices",
+         "optimizer (AdamW)": "rl.lora.r > 0, or trainer=fsdp over more devices (or with trainer.fsdp_cpu_offload=true)",
          "gradients": "rl.lora.r > 0, or trainer=fsdp over more devices",
          "DDP gradient buckets": "rl.lora.r > 0, or trainer=fsdp",
-         "weights (fp32 masters)": "trainer=fsdp over more devices",
+         "weights (fp32 masters)": "trainer=fsdp over more devices, or trainer.fsdp_cpu_offload=true",
+         "offloaded units in use": "trainer.fsdp_cpu_offload=false with more devices",
          "engine": "fewer rows per rollout (rl.prompts_per_generate, rl.group_size)",
          "full weights for the sync": "a smaller rl.vllm_memory (FSDP gathers the whole model on each device for it)",
          "reference and teachers": "rl_algo.kl_coef=0, or consolidation.teachers_in_memory=false",
@@ -253,7 +263,8 @@ def train_job(job: str, conf, policy: str, cuda: bool) -> Job:
     compute = 2 if "16" in str(t.precision) else 4
     devices = t.devices if isinstance(t.devices, int) and t.devices > 0 else 1
     common = dict(arch=arch, compute_bytes=compute, checkpointing=checkpointing, logit_chunk=t.logit_chunk,
-                  shards=devices * t.num_nodes if t.strategy == "fsdp" else 1, ddp_buckets=t.strategy == "ddp")
+                  shards=devices * t.num_nodes if t.strategy == "fsdp" else 1, ddp_buckets=t.strategy == "ddp",
+                  offload=t.strategy == "fsdp" and bool(t.fsdp_cpu_offload))
     if job == "sft":
         s = conf.sft_stage
         return Job(**common, row_tokens=s.max_tokens, completion_tokens=min(s.max_new_tokens, s.max_tokens),

@@ -123,7 +123,8 @@ def test_a_small_plans_three_phases_add_up_by_hand():
                 "DDP gradient buckets": (0, 0, 0), "optimizer (AdamW)": (8 * P,) * 3,
                 "reference and teachers": (0, 0, 0), "inference copy": (0, 0, 0),
                 "engine": (engine, 0, engine),  # asleep for the update
-                "full weights for the sync": (0, 0, 0), "activations": (0, activations, 0),
+                "full weights for the sync": (0, 0, 0), "offloaded units in use": (0, 0, 0),
+                "activations": (0, activations, 0),
                 "logits (one chunk)": (0, logits, 0)}
     r = plan(small(), 1.0)
     assert_items(r, expected)
@@ -157,6 +158,17 @@ def test_lora_s_bf16_base_and_the_inference_copy_by_hand():
     assert lora["optimizer (AdamW)"] == pytest.approx([8 * 0.25 * P] * 3)
     copy = in_bytes(plan(small(engine="hf", copy_bytes=2), 1.0))
     assert copy["inference copy"] == pytest.approx([2 * P] * 3)
+
+
+def test_fsdp_cpu_offload_keeps_the_state_on_the_host_by_hand():
+    """Offloaded: no weights, gradients or AdamW state on the device; in the update two decoder layers'
+    fp32 parameters and gradients (the one computed, the one prefetched) and the gathered root (the
+    tied embedding); the vLLM sync gathers the full fp32 weights onto the device."""
+    r = in_bytes(plan(small(offload=True), 1.0))
+    assert r["weights (fp32 masters)"] == r["optimizer (AdamW)"] == r["gradients"] == pytest.approx([0, 0, 0])
+    layer = (P - 32 * 8) / 2  # 604: a decoder layer's share, the final norm included
+    assert r["offloaded units in use"] == pytest.approx([0, 2 * 8 * layer + 8 * 32 * 8, 0])
+    assert r["full weights for the sync"] == pytest.approx([0, 0, 4 * P])
 
 
 def test_train_job_counts_the_copy_where_rl_inference_copy_turns_it_on():
