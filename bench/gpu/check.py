@@ -16,7 +16,8 @@ Phases, in this order (GPU work first, the simulator last):
   B  vLLM's wake-up: right after A's step (gradients allocated, the cache at its peak) one tensor of
      the engine's share (rl.vllm_memory of the device) is reserved; then the gradients are freed
      (set_to_none) and the cache emptied, and it is reserved again: that one must fit. The first is
-     recorded: RLModule's weight sync wakes vLLM right after the optimizer step, gradients still held.
+     recorded (what the wake would meet without the freeing; RLModule's sync_engine frees the gradients
+     and empties the cache before it wakes vLLM, which the second reservation checks).
   C  lean vs full log-probs under bf16-mixed on the same rows (max |diff| at completion positions);
      RLModule's recomputed old log-probs, then its loss on the same rows: the first mini-batch's PPO
      ratio must be 1; a finite loss and gradient norm.
