@@ -57,8 +57,11 @@ class LocalExecutor:
 
     def _context(self):
         ctx = mp.get_context("forkserver")
-        # takes effect when this context's forkserver starts (once per process): it ends with the run
-        ctx.set_forkserver_preload(["__main__", "chorus.sim.forkserver_watch"])
+        # takes effect when this context's forkserver starts (once per process): it ends with the run.
+        # The scoring jobs' module (and torch, which it imports) is loaded there once, so a worker never
+        # dlopens a library after its fork: seen hanging for good in dlopen(torch) inside a worker whose
+        # pyarrow jemalloc background thread held the allocator (a smoke pipeline in the full suite)
+        ctx.set_forkserver_preload(["__main__", "chorus.sim.forkserver_watch", "chorus.protocol.direct"])
         return ctx
 
     def _fresh(self, broken: ProcessPoolExecutor | None = None) -> ProcessPoolExecutor:
