@@ -64,3 +64,27 @@ def lines(path) -> list[dict]:
     import json
 
     return [json.loads(x) for x in Path(path).read_text().splitlines()]
+
+
+def run_rank_script(script: str, cwd, args, timeout_s: float) -> str:
+    """`python script *args` in `cwd` as a multi-rank job (tests/test_ddp.py, test_fsdp.py), within
+    `timeout_s`; returns its log. Its own session: on a timeout the whole group goes, the ranks
+    Lightning started included, and the test fails with the log's end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import pytest
+
+    job = subprocess.Popen([sys.executable, script, *args], cwd=cwd, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        log, _ = job.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        log, _ = job.communicate()
+        pytest.fail(f"the job {list(args)} did not end within {timeout_s} s (a rank waits on a collective the "
+                    f"other never joins); its log ends:\n{log[-3000:]}")
+    assert job.returncode == 0, log[-5000:]
+    return log

@@ -124,17 +124,9 @@ def _job(kind: str, init: str, out: str, cache_dir: str, teacher: str | None = N
 
 def run_job(tmp_path: Path, *args: str) -> tuple[dict, dict, dict]:
     """Run a 2-rank job; returns rank 0's and rank 1's records and rank 0's run info."""
-    # its own session: on a timeout the whole group goes, rank 1 (Lightning's child) included
-    job = subprocess.Popen([sys.executable, __file__, *args], cwd=tmp_path, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        log, _ = job.communicate(timeout=JOB_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        log, _ = job.communicate()
-        pytest.fail(f"the 2-rank job did not end within {JOB_TIMEOUT_S} s (a rank waits on a collective the "
-                    f"other never joins); its log ends:\n{log[-3000:]}")
-    assert job.returncode == 0, log[-5000:]
+    from helpers import run_rank_script
+
+    run_rank_script(__file__, tmp_path, args, JOB_TIMEOUT_S)
     out = Path(args[2])
     r0, r1 = (torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1))
     return r0, r1, json.loads((out / "info.json").read_text())

@@ -21,8 +21,6 @@ tolerance, so a rank's missing or doubled gradient, a wrong normaliser or a skip
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -135,7 +133,6 @@ def _job(world: str, offload: str, out: str, steps: str = str(STEPS), resume: st
 
 def _rl_job(init: str, out: str, cache_dir: str) -> None:
     """The real RL run path (train_rl) under trainer=fsdp on 2 ranks, generating with the vLLM stand-in."""
-    import dataclasses
     import json
 
     sys.path.insert(0, str(HERE))
@@ -179,17 +176,9 @@ def run_job(out: Path, world: int, offload: bool = False, steps: int = STEPS, re
 
 def run_script(cwd: Path, *args: str) -> None:
     """This file as a job's script, under JOB_TIMEOUT_S."""
-    # its own session: on a timeout the whole group goes, rank 1 (Lightning's child) included
-    job = subprocess.Popen([sys.executable, __file__, *args], cwd=cwd,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        log, _ = job.communicate(timeout=JOB_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        log, _ = job.communicate()
-        pytest.fail(f"the job {args} did not end within {JOB_TIMEOUT_S} s (a rank waits on a collective the "
-                    f"other never joins); its log ends:\n{log[-3000:]}")
-    assert job.returncode == 0, log[-5000:]
+    from helpers import run_rank_script
+
+    run_rank_script(__file__, cwd, args, JOB_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
