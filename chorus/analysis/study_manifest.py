@@ -1,0 +1,167 @@
+"""A study seed's manifest (controls.json): which run dir plays which part, read and checked.
+
+A pipeline run with controls writes controls.json into its runs_dir; `analyze study_keep=` copies it,
+with each named run's summary.json and per-task table, into analysis/studies/... The v2 (crossed)
+format:
+
+    {"design": 2,
+     "experts": {"stage0": [dir, dir, dir], "stage1": [...], "stage2": [...]},  # stage x RL seed
+     "consolidations": {"soup": dir, "opd": dir, ...},   # over the first expert of every stage
+     "families": [dir, ...], "families_opd": dir}         # the positive control (optional)
+
+Every expert has its own RL seed (its summary.json's `seed`), so a staged triplet (one expert per
+stage) and a same-stage triplet differ in the stage only. v1's files (the staged study of
+2026-12-03: `staged`, `same_stage`, `families`, `families_opd`) are read into the same shape, marked
+design 1: their staged experts share one RL seed, which `rl_seeds_distinct` reports.
+
+A manifest is refused, in one line naming the offender, when a run it names is missing or has no
+results, or when its runs were made at different git revisions or on different machine kinds (the
+summaries' `git_revision` and `machine`; a run that does not record a machine counts as `unknown`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..tracking.run_dir import PARQUET, SUMMARY, TABLE
+
+MANIFEST = "controls.json"
+STAGES = ("stage0", "stage1", "stage2")
+
+
+@dataclass
+class Manifest:
+    """One seed's study: run dirs (absolute) by role, and what every run's summary says."""
+    root: Path
+    design: int
+    experts: dict[str, list[Path]]  # stage -> its experts, one per RL seed
+    consolidations: dict[str, Path] = field(default_factory=dict)
+    families: list[Path] = field(default_factory=list)
+    families_opd: Path | None = None
+    summaries: dict[Path, dict] = field(default_factory=dict)
+
+    def runs(self) -> list[Path]:
+        named = [d for ds in self.experts.values() for d in ds] + list(self.consolidations.values())
+        named += self.families + ([self.families_opd] if self.families_opd else [])
+        return list(dict.fromkeys(named))
+
+    @property
+    def revision(self) -> str:
+        return next(iter(self.summaries.values())).get("git_revision") or "unknown"
+
+    @property
+    def machine(self) -> str:
+        return machine_of(next(iter(self.summaries.values())))
+
+    def rl_seed(self, run: Path) -> int | None:
+        return self.summaries[run].get("seed")
+
+    def rl_seeds_distinct(self) -> bool:
+        seeds = [self.rl_seed(d) for ds in self.experts.values() for d in ds]
+        return len(set(seeds)) == len(seeds)
+
+
+def machine_of(summary: dict) -> str:
+    return summary.get("machine") or "unknown"
+
+
+def relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def read_manifest(seed_dir: str | Path) -> Manifest:
+    """The seed dir's controls.json, its run dirs resolved against the seed dir and every run's
+    summary read; ValueError (one line) for a missing file or run, a run without results, or runs
+    of mixed revisions or machine kinds."""
+    root = Path(seed_dir)
+    path = root / MANIFEST
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: {str(exc).splitlines()[0]}; run python -m chorus.pipeline pipeline=study "
+                         "(or give a seed dir kept by analyze study_keep=)") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: not a JSON object of run dirs by role")
+
+    def where(d) -> Path:
+        if not isinstance(d, str) or not d:
+            raise ValueError(f"{path}: {d!r} is not a run dir")
+        return Path(d) if Path(d).is_absolute() else root / d
+
+    if raw.get("design") == 2:
+        experts = raw.get("experts") or {}
+        if sorted(experts) != sorted(STAGES) or any(not isinstance(v, list) or not v for v in experts.values()):
+            raise ValueError(f"{path}: `experts` must give a list of run dirs for each of {list(STAGES)}")
+        m = Manifest(root, 2, {s: [where(d) for d in experts[s]] for s in STAGES},
+                     {k: where(v) for k, v in (raw.get("consolidations") or {}).items()},
+                     [where(d) for d in raw.get("families") or []],
+                     where(raw["families_opd"]) if raw.get("families_opd") else None)
+    elif "staged" in raw:  # v1: one expert per stage sharing the RL seed; stage2 repeated by same_stage
+        staged = [where(d) for d in raw["staged"]]
+        if len(staged) != len(STAGES):
+            raise ValueError(f"{path}: `staged` names {len(staged)} runs, not one per stage {list(STAGES)}")
+        experts = {s: [d] for s, d in zip(STAGES, staged)}
+        same = [where(d) for d in raw.get("same_stage") or []]
+        if same:
+            stage = next((s for s, d in zip(STAGES, staged) if d == same[0]), None)
+            if stage is None:
+                raise ValueError(f"{path}: same_stage's first run is none of the staged experts")
+            experts[stage] += same[1:]
+        m = Manifest(root, 1, experts, {}, [where(d) for d in raw.get("families") or []],
+                     where(raw["families_opd"]) if raw.get("families_opd") else None)
+    else:
+        raise ValueError(f"{path}: neither a v2 manifest (design: 2) nor a v1 one (staged: [...])")
+    for run in m.runs():
+        m.summaries[run] = read_summary(run, path)
+    check_uniform(m.summaries, path)
+    return m
+
+
+def read_summary(run: Path, manifest: Path) -> dict:
+    if not run.is_dir():
+        raise ValueError(f"{manifest}: run {run} is missing; finish the pipeline or keep its evidence")
+    if not ((run / PARQUET).exists() or (run / TABLE).exists()):
+        raise ValueError(f"{manifest}: run {run} has no per-task table; finish the pipeline")
+    try:
+        return json.loads((run / SUMMARY).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{manifest}: run {run}: {SUMMARY}: {str(exc).splitlines()[0]}") from None
+
+
+def check_uniform(summaries: dict[Path, dict], where) -> None:
+    """Refuse runs made at different git revisions or on different machine kinds."""
+    for key, read in (("git revision", lambda s: s.get("git_revision") or "unknown"), ("machine kind", machine_of)):
+        values: dict[str, Path] = {}
+        for run, s in summaries.items():
+            values.setdefault(read(s), run)
+        if len(values) > 1:
+            (a, ra), (b, rb) = list(values.items())[:2]
+            raise ValueError(f"{where}: runs of mixed {key}s ({ra.name}: {a}; {rb.name}: {b}); "
+                             "a study's runs come from one revision on one machine kind")
+
+
+def check_study(manifests: list[Manifest]) -> None:
+    """Every seed at one revision on one machine kind, and distinct seed dirs."""
+    check_uniform({m.root / "controls.json": next(iter(m.summaries.values())) for m in manifests}, "study")
+    designs = {m.design for m in manifests}
+    if len(designs) > 1:
+        raise ValueError(f"study: seed dirs mix study designs {sorted(designs)}; analyse v1 and v2 separately")
+
+
+def write_manifest(runs_dir: str | Path, experts: dict[str, list[Path]], consolidations: dict[str, Path],
+                   families: list[Path] = (), families_opd: Path | None = None) -> Path:
+    """controls.json for a crossed study seed, run dirs relative to runs_dir (the folder can move)."""
+    root = Path(runs_dir)
+    body = {"design": 2, "experts": {s: [relative(Path(d), root) for d in ds] for s, ds in experts.items()},
+            "consolidations": {k: relative(Path(v), root) for k, v in consolidations.items()}}
+    if families:
+        body["families"] = [relative(Path(d), root) for d in families]
+    if families_opd:
+        body["families_opd"] = relative(Path(families_opd), root)
+    path = root / MANIFEST
+    path.write_text(json.dumps(body, indent=1))
+    return path
