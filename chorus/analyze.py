@@ -1,14 +1,15 @@
 """python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project
     wandb_filter.group=<runs dir> wandb_filter.tags='["model=tiny-xs"]' wandb_filter.job_type=rl wandb_filter.mixed=false]
 python -m chorus.analyze power=true [design.tasks=150 design.samples=16 design.levels='[0.2,0.36,0.26]'] [runs=...]
-python -m chorus.analyze study='[runs/pipeline/staged/seed0,runs/pipeline/staged/seed1,...]' [study_keep=DIR]
+python -m chorus.analyze study='[runs/pipeline/study/seed0,runs/pipeline/study/seed1,...]' [study_keep=DIR] [out=DIR]
 
 Loads the per-task tables of every run the glob finds (or a W&B project's runs), prints the
 CHORUS-style table as markdown and writes table.md, table.csv and the PNG plots into `out`.
 power=true prints the minimum detectable oracle headroom of a design instead (settings not given
-are read from the runs' experts). study=[...] prints the staged study's pre-registered verdict
-(docs/results.md) over its seeds' runs_dirs, each made by pipeline=staged_controls; study_keep=DIR first copies
-what the verdict reads (a few hundred KB a seed) to DIR/<seed dir's name> and reads it from there.
+are read from the runs' experts). study=[...] prints the study's table and pre-registered verdict
+(README, "The study") over its seeds' runs_dirs, each made by pipeline=study (v1's kept seeds are
+re-analysed the same way), and writes out/study.json; study_keep=DIR first copies what the verdict
+reads (a few hundred KB a seed) to DIR/<seed dir's name> and reads it from there.
 """
 from __future__ import annotations
 
@@ -68,23 +69,28 @@ def main(cfg: DictConfig) -> None:
 
 
 def study(c: dict) -> None:
-    """study=[dir,...]: the staged study's pre-registered verdict over its seeds' runs_dirs."""
-    from .analysis.controls import keep_evidence, seed_summary, verdict, verdict_markdown
+    """study=[dir,...]: the study's table and pre-registered verdict over its seeds' dirs, from the
+    kept evidence alone; DIR/study.json beside it (out=DIR, default the Hydra run dir)."""
+    from .analysis.study_manifest import keep_evidence
+    from .analysis.study_verdict import analyse, markdown, write
 
     try:
+        seed_dirs = list(c["study"])
         if c["study_keep"]:
-            kept = [Path(c["study_keep"]) / Path(d).name for d in c["study"]]
+            kept = [Path(c["study_keep"]) / Path(d).name for d in seed_dirs]
             if len(set(kept)) < len(kept):
-                raise ValueError(f"study_keep: the seed dirs {c['study']} share a name; give dirs with distinct names")
-            for d, dest in zip(c["study"], kept):
+                raise ValueError(f"study_keep: the seed dirs {seed_dirs} share a name; give dirs with distinct names")
+            for d, dest in zip(seed_dirs, kept):
                 print(f"kept {len(keep_evidence(d, dest))} files of {d} in {dest}")
-            c = {**c, "study": [str(k) for k in kept]}
-        summaries = [seed_summary(d, c["bootstrap"], c["alpha"], c["seed"]) for d in c["study"]]
-        v = verdict(summaries, c["bootstrap"], c["alpha"], c["seed"])
+            seed_dirs = [str(k) for k in kept]
+        result = analyse(seed_dirs, alpha=c["alpha"], seed=c["seed"], n_boot=c["bootstrap"],
+                         pass_coverage=c["pass_coverage"])
+        path = write(result, c["out"] or HydraConfig.get().runtime.output_dir)
     except (ValueError, OSError) as exc:
         print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
-    print(verdict_markdown(v, summaries))
+    print(markdown(result))
+    print(f"\n-> {path}")
 
 
 def power(c: dict) -> None:

@@ -165,3 +165,45 @@ def write_manifest(runs_dir: str | Path, experts: dict[str, list[Path]], consoli
     path = root / MANIFEST
     path.write_text(json.dumps(body, indent=1))
     return path
+
+
+def keep_evidence(seed_dir: str | Path, dest: str | Path) -> list[Path]:
+    """Copy what the study reads from one seed's dir into dest: the manifest and, for each run it
+    names, summary.json and the per-task table (no checkpoints, no samples' text: a few hundred KB
+    a seed, small enough to commit). The copy is checked as the original is (read_manifest), and
+    `analyze study=[dest,...]` gives the same numbers. Returns the files written."""
+    import shutil
+
+    m = read_manifest(seed_dir)
+    root, dest = m.root.resolve(), Path(dest)
+    rel = {}
+    for run in m.runs():
+        try:
+            rel[run] = run.resolve().relative_to(root)
+        except ValueError:
+            raise ValueError(f"{m.root / MANIFEST} names run {run} outside {m.root}; keep runs under it") from None
+    written = []
+    for run, r in rel.items():
+        files = [f for f in (SUMMARY, PARQUET) if (run / f).exists()] or [SUMMARY, TABLE]
+        (dest / r).mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copyfile(run / f, dest / r / f)
+            written.append(dest / r / f)
+    shutil.copyfile(m.root / MANIFEST, dest / MANIFEST)  # its paths are relative to the seed dir, as here
+    raw = json.loads((dest / MANIFEST).read_text())
+    if any(Path(d).is_absolute() for d in _named(raw)):
+        raise ValueError(f"{m.root / MANIFEST} names runs by absolute paths; write them relative to the seed dir")
+    read_manifest(dest)
+    return [*written, dest / MANIFEST]
+
+
+def _named(raw: dict) -> list[str]:
+    out = []
+    for v in raw.values():
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, list):
+            out += [d for d in v if isinstance(d, str)]
+        elif isinstance(v, dict):
+            out += _named(v)
+    return out
