@@ -1,6 +1,7 @@
 """python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project
     wandb_filter.group=<runs dir> wandb_filter.tags='["model=tiny-xs"]' wandb_filter.job_type=rl wandb_filter.mixed=false]
 python -m chorus.analyze power=true [design.tasks=150 design.samples=16 design.levels='[0.2,0.36,0.26]'] [runs=...]
+python -m chorus.analyze power=true design.statistic=pattern design.tasks=100 design.samples=8 [design.levels='[0.3]']
 python -m chorus.analyze study='[runs/pipeline/study/seed0,runs/pipeline/study/seed1,...]' [study_keep=DIR] [out=DIR]
 
 Loads the per-task tables of every run the glob finds (or a W&B project's runs), prints the
@@ -100,6 +101,11 @@ def power(c: dict) -> None:
     from .tracking.runs import load_runs, with_pass_rule
 
     d = c["design"]
+    if d["statistic"] == "pattern":
+        return pattern_power(d)
+    if d["statistic"] != "headroom":
+        print(f"chorus.analyze: error: design.statistic={d['statistic']} is not one of headroom, pattern", file=sys.stderr)
+        sys.exit(2)
     try:
         table = experts = None
         if any(d[k] is None for k in ("tasks", "samples", "levels", "hi", "lo")) and c["runs"]:
@@ -115,6 +121,24 @@ def power(c: dict) -> None:
         print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)
     print(power_report(result))
+
+
+def pattern_power(d: dict) -> None:
+    """power=true design.statistic=pattern: the primary test's minimum detectable stage share."""
+    from .analysis.pattern_power import PatternDesign, minimum_detectable_share, report
+
+    try:
+        if d["tasks"] is None or d["samples"] is None:
+            raise ValueError("design.statistic=pattern needs design.tasks and design.samples")
+        level = {"level": sum(d["levels"]) / len(d["levels"])} if d["levels"] else {}
+        design = PatternDesign(int(d["tasks"]), int(d["samples"]), **level,
+                               **{k: v for k, v in d["pattern"].items() if v is not None})
+        design.check()
+        result = minimum_detectable_share(design, power=d["power"], sims=d["sims"] or 200, seed=d["seed"])
+    except ValueError as exc:
+        print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    print(report(result))
 
 
 if __name__ == "__main__":

@@ -352,6 +352,17 @@ class LoggerConf:
 
 
 @dataclass
+class PatternDesignConf:
+    """analyze power=true design.statistic=pattern: the simulated crossed study (logit-scale sds;
+    null = chorus.analysis.pattern_power.PatternDesign's default, matched to v1's runs)."""
+    seeds: Optional[int] = None  # SFT chains
+    rl_seeds: Optional[int] = None  # experts per stage and seed
+    task_sd: Optional[float] = None
+    rl_sd: Optional[float] = None
+    seed_sd: Optional[float] = None
+
+
+@dataclass
 class DesignConf:
     """analyze power=true: the design whose minimum detectable headroom is simulated (chorus.analysis.power).
     A null setting is read from the loaded runs' experts (runs=, experts=)."""
@@ -363,6 +374,10 @@ class DesignConf:
     power: float = 0.8
     sims: Optional[int] = None  # simulated data sets per headroom tried; null: chorus.analysis.power.POWER_SIMS
     seed: int = 0
+    # headroom: the minimum detectable oracle headroom (above); pattern: the minimum detectable stage
+    # share of the study's primary test (chorus.analysis.pattern_power; levels' mean is its level)
+    statistic: str = "headroom"
+    pattern: PatternDesignConf = field(default_factory=lambda: PatternDesignConf())
 
 
 @dataclass
