@@ -146,7 +146,7 @@ def check_uniform(summaries: dict[Path, dict], where) -> None:
 
 def check_study(manifests: list[Manifest]) -> None:
     """Every seed at one revision on one machine kind, and distinct seed dirs."""
-    check_uniform({m.root / "controls.json": next(iter(m.summaries.values())) for m in manifests}, "study")
+    check_uniform({m.root: next(iter(m.summaries.values())) for m in manifests}, "study")  # named by seed dir
     designs = {m.design for m in manifests}
     if len(designs) > 1:
         raise ValueError(f"study: seed dirs mix study designs {sorted(designs)}; analyse v1 and v2 separately")
