@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from chorus.analysis import patterns
 from chorus.analysis.patterns import (MAX_EXACT, N_DRAWS, Rates, SeedPatterns, contrast, cross_mean,
                                       dissimilarity, pooled_p, seed_patterns, splits)
 
@@ -88,6 +87,16 @@ def test_splits_are_every_distinct_grouping_of_the_design_sizes(labels, count):
         assert first == list(range(len(first)))
     assert len({as_partition(s) for s in got}) == count  # no split twice under another numbering
     assert as_partition(labels) in {as_partition(s) for s in got}  # the observed split is one of them
+
+
+@pytest.mark.parametrize("rl_seeds", [4, 5])
+def test_splits_of_larger_crossed_designs_come_quickly(rl_seeds):
+    # 3 stages x 4 (x 5) RL seeds: (3R)! / (R!^3 3!) = 5775 (126126) splits; enumerating the labels'
+    # (3R)! orderings instead took ~70 s for R = 4 and would never end for R = 5
+    labels = [s for s in range(3) for _ in range(rl_seeds)]
+    want = math.factorial(3 * rl_seeds) // (math.factorial(rl_seeds) ** 3 * 6)
+    got = splits(labels)
+    assert len(got) == len(set(got)) == want and {tuple(sorted(np.bincount(s))) for s in got} == {(rl_seeds,) * 3}
 
 
 def test_splits_refuses_a_design_too_large_to_enumerate():
@@ -185,21 +194,7 @@ def pooled_p_values(n_studies: int, stage_sd: float, seed: int) -> np.ndarray:
                               seed=int(rng.integers(2 ** 31))) for _ in range(n_studies)])
 
 
-@pytest.fixture
-def cached_splits(monkeypatch):
-    """splits() of one design is the same list every time: computed once here (seed_patterns looks
-    it up by the module's name), so 1000 simulated seeds do not enumerate 9! orderings each."""
-    cache, orig = {}, patterns.splits
-
-    def cached(labels):
-        key = tuple(labels)
-        if key not in cache:
-            cache[key] = orig(key)
-        return cache[key]
-    monkeypatch.setattr(patterns, "splits", cached)
-
-
-def test_calibration_without_a_stage_effect(cached_splits):
+def test_calibration_without_a_stage_effect():
     # No stage pattern: a seed's experts are exchangeable, so the test is exact whatever the seeds'
     # heterogeneity; p <= 0.05 in at most 5 % of studies (3.5 % here: the per-seed p is discrete).
     # 200 studies: binomial sd sqrt(0.05 * 0.95 / 200) = 1.5 %, so 10 % is > 3 sd above nominal.
@@ -208,7 +203,7 @@ def test_calibration_without_a_stage_effect(cached_splits):
     assert p.min() > 0 and (p > 0.5).mean() > 0.3  # not piled up at 0: roughly uniform
 
 
-def test_power_with_a_planted_stage_pattern(cached_splits):
+def test_power_with_a_planted_stage_pattern():
     # a stage pattern of sd 1.2 on the logit scale (as large as an RL seed's own, x 0.5-1.5 per seed):
     # p <= 0.05 in every one of 100 simulated studies here; >= 80 % asserted (binomial sd 4 %)
     assert (pooled_p_values(100, 1.2, seed=1) <= 0.05).mean() >= 0.8
