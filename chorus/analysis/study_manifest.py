@@ -184,7 +184,7 @@ def keep_evidence(seed_dir: str | Path, dest: str | Path) -> list[Path]:
             raise ValueError(f"{m.root / MANIFEST} names run {run} outside {m.root}; keep runs under it") from None
     written = []
     for run, r in rel.items():
-        files = [f for f in (SUMMARY, PARQUET) if (run / f).exists()] or [SUMMARY, TABLE]
+        files = [SUMMARY, PARQUET if (run / PARQUET).exists() else TABLE]  # the table read_table reads
         (dest / r).mkdir(parents=True, exist_ok=True)
         for f in files:
             shutil.copyfile(run / f, dest / r / f)
