@@ -306,3 +306,14 @@ def test_pool_secondary_p_does_not_depend_on_alpha():
         seeds.append({"rows": rows})
     p05, p10 = (study.pool(seeds, alpha)["tests"]["secondary_p"] for alpha in (0.05, 0.10))
     assert p05 == pytest.approx(p10)
+
+
+def test_keep_evidence_copies_a_jsonl_only_run(small_study, tmp_path):
+    # a run with per_task.jsonl and no parquet (read_table reads either): its table is kept too
+    run = small_study[0] / "rl/dapo/stage1-r1"
+    pd.read_parquet(run / PARQUET).to_json(run / "per_task.jsonl", orient="records", lines=True)
+    (run / PARQUET).unlink()
+    files = keep_evidence(small_study[0], tmp_path / "kept" / "seed0")
+    assert tmp_path / "kept/seed0/rl/dapo/stage1-r1/per_task.jsonl" in files
+    a, b = (analyse([str(d)], n_boot=20)["rows"] for d in (small_study[0], tmp_path / "kept" / "seed0"))
+    assert a == b
