@@ -45,7 +45,7 @@ def random_effects(estimates, variances, alpha: float = 0.05) -> Pooled:
     y, v = np.asarray(estimates, dtype=float), np.asarray(variances, dtype=float)
     if y.shape != v.shape or y.ndim != 1 or not len(y):
         raise ValueError("random_effects needs one estimate and one variance per seed")
-    if np.isnan(y).any() or np.isnan(v).any() or (v < 0).any():
+    if not np.isfinite(y).all() or np.isnan(v).any() or (v < 0).any():
         raise ValueError("random_effects needs finite estimates and non-negative variances")
     v = np.maximum(v, 1e-12)  # a seed without noise (all tasks equal) must not take every weight
     k = len(y)

@@ -161,7 +161,7 @@ def pool(seeds: list[dict], alpha: float = 0.05, seed: int = 0) -> dict:
     if all("patterns" in s for s in seeds):
         tests["pattern_p"] = patterns.pooled_p([s["patterns"] for s in seeds], seed)
     ps = {h: p_one_sided(random_effects([s["rows"][h].estimate for s in seeds],
-                                        [s["rows"][h].variance for s in seeds], alpha))
+                                        [s["rows"][h].variance for s in seeds], alpha), alpha)
           for h in SECONDARY if all(h in s["rows"] for s in seeds)}
     tests["secondary_p"], tests["holm"] = ps, holm(ps, alpha)
     premise = [rows[f"premise/{a}-{b}"] for a, b in itertools.combinations(STAGES, 2)]

@@ -146,7 +146,7 @@ def check_uniform(summaries: dict[Path, dict], where) -> None:
 
 def check_study(manifests: list[Manifest]) -> None:
     """Every seed at one revision on one machine kind, and distinct seed dirs."""
-    check_uniform({m.root / "controls.json": next(iter(m.summaries.values())) for m in manifests}, "study")
+    check_uniform({m.root: next(iter(m.summaries.values())) for m in manifests}, "study")  # named by seed dir
     designs = {m.design for m in manifests}
     if len(designs) > 1:
         raise ValueError(f"study: seed dirs mix study designs {sorted(designs)}; analyse v1 and v2 separately")
@@ -184,7 +184,7 @@ def keep_evidence(seed_dir: str | Path, dest: str | Path) -> list[Path]:
             raise ValueError(f"{m.root / MANIFEST} names run {run} outside {m.root}; keep runs under it") from None
     written = []
     for run, r in rel.items():
-        files = [f for f in (SUMMARY, PARQUET) if (run / f).exists()] or [SUMMARY, TABLE]
+        files = [SUMMARY, PARQUET if (run / PARQUET).exists() else TABLE]  # the table read_table reads
         (dest / r).mkdir(parents=True, exist_ok=True)
         for f in files:
             shutil.copyfile(run / f, dest / r / f)

@@ -1,0 +1,319 @@
+"""Study v2 end to end through files: synthetic seed dirs (controls.json of write_manifest, run dirs
+with summary.json and per_task.parquet) through `python -m chorus.analyze study=[...]` to study.json,
+the one-line refusals of bad evidence, and v1's kept seeds re-analysed."""
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from chorus.analysis import patterns, study
+from chorus.analysis.pooling import random_effects
+from chorus.analysis.study_manifest import STAGES, keep_evidence, read_manifest, write_manifest
+from chorus.analysis.study_verdict import analyse
+from chorus.tracking.run_dir import PARQUET, write_summary
+
+REPO = Path(__file__).resolve().parent.parent
+KEPT_STUDY = REPO / "analysis/studies/staged"
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+Z95, Z90 = 1.959964, 1.644854  # the per-seed rows' normal quantiles (study.row)
+
+
+def write_run(run: Path, rates: np.ndarray, samples: int, rng, **meta) -> Path:
+    """A finished run dir: per_task.parquet (task_id, sample, status, overall, passed: each sample
+    passes with its task's rate; coverage 96 on a pass, 40 on a fail) and summary.json."""
+    T = len(rates)
+    passed = rng.random((T, samples)) < rates[:, None]
+    table = pd.DataFrame({"task_id": np.repeat([f"task{t:03d}" for t in range(T)], samples),
+                          "sample": np.tile(np.arange(samples), T), "status": "ok",
+                          "overall": np.where(passed.ravel(), 96.0, 40.0), "passed": passed.ravel()})
+    run.mkdir(parents=True)
+    table.to_parquet(run / PARQUET, index=False)
+    write_summary(run, {"git_revision": REVISION, "machine": "cpu-test", "pass_coverage": None, "model": "tiny-s",
+                        "pass_rate": float(passed.mean()), **meta})
+    return run
+
+
+def write_seed(root: Path, experts: np.ndarray, rng, samples: int = 8, families: np.ndarray | None = None,
+               families_opd: np.ndarray | None = None, consolidations: dict | None = None, seed: int = 0) -> Path:
+    """A v2 seed dir: experts (tasks x stages*R, stage-major) as rl/dapo/stage{i}-r{j}, each with its
+    own RL seed; optional families (tasks x F) with their OPD, and consolidations {method: rates}."""
+    R = experts.shape[1] // len(STAGES)
+    runs = {s: [write_run(root / f"rl/dapo/{s}-r{j}", experts[:, i * R + j], samples, rng, job="rl",
+                          rl_algo="dapo", sft_stage=s, seed=seed * 1000 + 10 * i + j) for j in range(R)]
+            for i, s in enumerate(STAGES)}
+    fam = [write_run(root / f"rl/dapo/stage0-fam{j}", families[:, j], samples, rng, job="rl", rl_algo="dapo",
+                     sft_stage="stage0", seed=seed * 1000 + 500 + j) for j in range(families.shape[1])] \
+        if families is not None else []
+    fam_opd = write_run(root / "consolidation/opd/families", families_opd, samples, rng, job="consolidation",
+                        consolidation="opd", teacher_pool="families", seed=seed) if families_opd is not None else None
+    cons = {m: write_run(root / f"consolidation/{m}/three_experts", r, samples, rng, job="consolidation",
+                         consolidation=m, teacher_pool="three_experts", seed=seed)
+            for m, r in (consolidations or {}).items()}
+    write_manifest(root, runs, cons, fam, fam_opd)
+    return root
+
+
+def logistic(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def centred(x: np.ndarray) -> np.ndarray:
+    return x - x.mean(axis=0, keepdims=True)
+
+
+def write_study(base: Path, stage_sd: float, seed: int, T: int = 60, samples: int = 8, controls: bool = True) -> list:
+    """Three seed dirs of 3 stages x 3 RL seeds. Logit = task difficulty + the seed's shift (a level
+    and a task pattern its experts share: between-seed heterogeneity) + a stage pattern of sd
+    stage_sd x (0.6, 1.0, 1.4 by seed) + an RL-seed pattern of sd 1 (patterns centred over the tasks,
+    so stages differ in what they solve more than in how much). With controls: three family
+    experts each at 0.85 on its own third of the tasks (0.1 elsewhere), their OPD at 0.6 everywhere,
+    and opd/soup consolidations of the staged experts."""
+    rng = np.random.default_rng(seed)
+    dirs = []
+    for k, het in enumerate((0.6, 1.0, 1.4)):
+        logit = (rng.normal(0, 1.5, (T, 1)) + rng.normal(0, 0.4) + rng.normal(0, 0.7, (T, 1))
+                 + np.repeat(centred(rng.normal(0, stage_sd * het, (T, 3))), 3, axis=1)
+                 + centred(rng.normal(0, 1.0, (T, 9))))
+        experts = logistic(logit)
+        extra = {}
+        if controls:
+            fam = np.full((T, 3), 0.1)
+            for j in range(3):
+                fam[j::3, j] = 0.85
+            extra = {"families": fam, "families_opd": np.full(T, 0.6),
+                     "consolidations": {"opd": experts.max(axis=1), "soup": experts.mean(axis=1)}}
+        dirs.append(write_seed(base / f"seed{k}", experts, rng, samples, seed=k, **extra))
+    return dirs
+
+
+def analyze(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "chorus.analyze", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def run_study(dirs, out: Path, *extra, cwd) -> dict:
+    p = analyze(f"study=[{','.join(map(str, dirs))}]", f"out={out}", *extra, cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    assert "| pattern_difference |" in p.stdout and str(out / "study.json") in p.stdout
+    return json.loads((out / "study.json").read_text())
+
+
+def per_seed_variance(r: dict, z: float) -> float:
+    return ((r["hi"] - r["lo"]) / (2 * z)) ** 2
+
+
+def test_a_planted_stage_pattern_makes_the_claim_through_files(tmp_path):
+    # 150 tasks x 8 samples, a stage pattern of sd 0.8 x (0.6, 1.0, 1.4) on the logit scale
+    dirs = write_study(tmp_path / "study", stage_sd=0.8, seed=0, T=150)
+    m = read_manifest(dirs[0])
+    assert m.design == 2 and m.rl_seeds_distinct() and len(m.runs()) == 9 + 3 + 1 + 2
+    res = run_study(dirs, tmp_path / "out", "bootstrap=200", cwd=tmp_path)
+    names = ["seed0", "seed1", "seed2"]
+    assert res["design"] == 2 and res["seeds"] == names and res["n_tasks"] == dict.fromkeys(names, 150)
+    assert (res["revision"], res["machine"]) == (REVISION, "cpu-test")
+    rows = res["rows"]
+    for name in ("staged_headroom", "pattern_difference", "pattern_stage_share", "premise/stage0-stage1",
+                 "premise/stage0-stage2", "premise/stage1-stage2", "staged_minus_same_headroom",
+                 "staged_minus_same_adjusted", "positive_headroom", "positive_opd_vs_best", "staged_opd_vs_best",
+                 "staged_soup_vs_best", *(f"stage_mean/{s}" for s in STAGES)):
+        r = rows[name]
+        assert sorted(r["per_seed"]) == names, name
+        for v in [*r["per_seed"].values(), r["pooled"]]:
+            assert v["lo"] <= v["estimate"] <= v["hi"], name
+        assert r["pooled"]["seeds"] == 3
+        # the pooled row is the random-effects mean of the per-seed rows (variance read back from
+        # their normal intervals; premise rows at 90 %)
+        premise = name.startswith("premise/")
+        z = Z90 if premise else Z95
+        want = random_effects([v["estimate"] for v in r["per_seed"].values()],
+                              [per_seed_variance(v, z) for v in r["per_seed"].values()], 0.10 if premise else 0.05)
+        assert (r["pooled"]["estimate"], r["pooled"]["lo"], r["pooled"]["hi"]) == \
+            pytest.approx((want.estimate, want.lo, want.hi), rel=1e-4, abs=1e-6), name
+    # experts: stage x RL seed, labelled by their RL seed
+    assert list(res["experts"]["seed1"]["stage2"]) == ["dapo/stage2 (seed 1020)", "dapo/stage2 (seed 1021)",
+                                                       "dapo/stage2 (seed 1022)"]
+    for n in names:  # a stage's mean is the mean of its experts' Pass@1
+        for s in STAGES:
+            assert rows[f"stage_mean/{s}"]["per_seed"][n]["estimate"] == \
+                pytest.approx(np.mean(list(res["experts"][n][s].values())))
+    t = res["tests"]
+    assert set(t["pattern_p"]) == {*names, "pooled"}
+    # every seed's observed split is its null's maximum (p = 1/280), so the pooled p is the sampled
+    # path's floor, 1 / (N_DRAWS + 1)
+    assert all(t["pattern_p"][n] == pytest.approx(1 / 280) for n in names)
+    assert t["pattern_p"]["pooled"] == pytest.approx(1 / (patterns.N_DRAWS + 1))
+    assert all(r["lo"] > 0 for r in rows["pattern_difference"]["per_seed"].values())
+    # S scales with the stage pattern's variance (x 0.36, 1, 1.96 by seed): the seeds disagree far
+    # beyond their noise, and the pooled random-effects row says so
+    assert rows["pattern_difference"]["pooled"]["i2"] > 0.5
+    # the positive control: each family expert at 0.85 on its third -> headroom far above 0; their
+    # OPD at 0.6 everywhere beats the best family expert (~0.35) by ~25 points
+    assert rows["positive_headroom"]["pooled"]["lo"] > 0 and t["holm"]["positive_headroom"]
+    assert 15 < rows["positive_opd_vs_best"]["pooled"]["estimate"] < 35
+    assert set(t["secondary_p"]) == set(study.SECONDARY) == set(t["holm"])
+    # stages at one level (patterns centred): every pair of stage means equivalent within +-5 points
+    for a, b in itertools.combinations(STAGES, 2):
+        r = rows[f"premise/{a}-{b}"]["pooled"]
+        assert -5 < r["lo"] and r["hi"] < 5
+    assert rows["staged_headroom"]["pooled"]["lo"] > 0 and t["holm"]["staged_headroom"]
+    assert res["verdict"] == {"premise": True, "primary": True, "staged_complementary": True, "claim": True}
+    c = res["comparisons"]
+    assert c["intervals_pooled"] == len(rows) and c["intervals_per_seed"] == 3 * len(rows)
+
+
+def test_no_stage_effect_fails_the_primary(tmp_path):
+    dirs = write_study(tmp_path / "study", stage_sd=0.0, seed=1, controls=False)
+    res = run_study(dirs, tmp_path / "out", "bootstrap=200", cwd=tmp_path)
+    t, rows = res["tests"], res["rows"]
+    assert t["pattern_p"]["pooled"] > 0.05 and not res["verdict"]["primary"] and not res["verdict"]["claim"]
+    assert not {"positive_headroom", "positive_opd_vs_best", "staged_opd_vs_best"} & set(rows)
+    assert set(t["secondary_p"]) == {"staged_headroom", "staged_minus_same_adjusted"}
+    # without a stage effect the across-minus-within dissimilarity is 0 up to noise, and staged
+    # triplets are no more complementary than same-stage ones (RL seeds alone give both headroom)
+    for name in ("pattern_difference", "staged_minus_same_headroom"):
+        assert rows[name]["pooled"]["lo"] < 0 < rows[name]["pooled"]["hi"], name
+    assert rows["staged_headroom"]["pooled"]["lo"] > 0
+
+
+@pytest.fixture
+def small_study(tmp_path):
+    """Three valid seed dirs, small (the refusals come before any statistics)."""
+    rng = np.random.default_rng(5)
+    return [write_seed(tmp_path / "study" / f"seed{k}", rng.uniform(0.2, 0.8, (12, 9)), rng, samples=2, seed=k)
+            for k in range(3)]
+
+
+def refused(dirs, tmp_path) -> str:
+    p = analyze(f"study=[{','.join(map(str, dirs))}]", f"out={tmp_path / 'out'}", cwd=tmp_path)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, (p.returncode, p.stderr)
+    assert lines[0].startswith("chorus.analyze: error: ") and not (tmp_path / "out/study.json").exists()
+    return lines[0]
+
+
+def set_summary(run: Path, **over):
+    s = json.loads((run / "summary.json").read_text())
+    write_summary(run, {**s, **over})
+
+
+def test_a_missing_run_is_refused_in_one_line(small_study, tmp_path):
+    shutil.rmtree(small_study[1] / "rl/dapo/stage1-r2")
+    line = refused(small_study, tmp_path)
+    assert f"run {small_study[1] / 'rl/dapo/stage1-r2'} is missing" in line and "seed1/controls.json" in line
+
+
+def test_runs_of_two_revisions_are_refused_in_one_line(small_study, tmp_path):
+    set_summary(small_study[0] / "rl/dapo/stage2-r1", git_revision="fedcba")
+    line = refused(small_study, tmp_path)
+    assert "mixed git revisions" in line and "stage0-r0: " + REVISION in line and "stage2-r1: fedcba" in line
+
+
+def test_seeds_on_two_machine_kinds_are_refused_in_one_line(small_study, tmp_path):
+    for run in (small_study[2] / "rl/dapo").iterdir():
+        set_summary(run, machine="gpu-other")
+    line = refused(small_study, tmp_path)
+    assert "mixed machine kinds" in line and "seed0: cpu-test" in line and "seed2: gpu-other" in line
+
+
+def test_a_seed_dir_without_controls_json_is_refused_in_one_line(small_study, tmp_path):
+    (small_study[2] / "controls.json").unlink()
+    line = refused(small_study, tmp_path)
+    assert f"{small_study[2] / 'controls.json'}: " in line and "No such file" in line
+
+
+def test_v1_and_v2_seed_dirs_are_not_mixed(small_study, tmp_path):
+    runs = [f"rl/dapo/{s}-r0" for s in STAGES]
+    (small_study[1] / "controls.json").write_text(json.dumps(
+        {"staged": runs, "same_stage": [runs[2], "rl/dapo/stage2-r1", "rl/dapo/stage2-r2"]}))
+    assert read_manifest(small_study[1]).design == 1
+    line = refused(small_study, tmp_path)
+    assert "mix study designs [1, 2]" in line
+
+
+def test_two_seed_dirs_of_one_name_are_refused_in_one_line(small_study, tmp_path):
+    other = tmp_path / "elsewhere" / "seed0"
+    shutil.copytree(small_study[0], other)
+    line = refused([small_study[0], other, small_study[1]], tmp_path)
+    assert "share a name" in line and str(other) in line and str(small_study[0]) in line
+
+
+# --- v1's kept evidence (analysis/studies/staged), re-analysed the v2 way ---
+
+# Pass@1 % of the kept v1 runs (tests/test_controls.py's KEPT, as docs/results.md states them):
+# the staged experts (stage0, stage1, stage2) and the same-stage control (stage2 and its two RL seeds)
+KEPT = {"seed0": ([27.7, 25.4, 17.8], [17.8, 22.2, 18.0]),
+        "seed1": ([25.9, 26.1, 32.0], [32.0, 33.5, 25.5]),
+        "seed2": ([21.8, 26.5, 22.1], [22.1, 22.8, 22.1])}
+
+
+@pytest.fixture(scope="module")
+def v1():
+    return analyse([str(KEPT_STUDY / s) for s in KEPT], n_boot=200)
+
+
+def test_v1_is_reanalysed_as_design_1(v1):
+    assert v1["design"] == 1 and v1["seeds"] == list(KEPT) and v1["machine"] == "unknown"
+    assert v1["revision"].startswith("7651ca6")
+    assert v1["notes"][0].startswith("design 1 (v1)") and "confounded" in v1["notes"][0]
+    for n, (staged, same) in KEPT.items():
+        e = v1["experts"][n]
+        assert [len(e[s]) for s in STAGES] == [1, 1, 3]  # stage 2 and its two same-stage RL seeds
+        assert [round(x, 1) for x in e["stage0"].values()] == [staged[0]]
+        assert [round(x, 1) for x in e["stage1"].values()] == [staged[1]]
+        assert [round(x, 1) for x in e["stage2"].values()] == same and same[0] == staged[2]
+        rows = v1["rows"]
+        assert rows["stage_mean/stage0"]["per_seed"][n]["estimate"] == pytest.approx(staged[0], abs=0.05)
+        assert rows["stage_mean/stage1"]["per_seed"][n]["estimate"] == pytest.approx(staged[1], abs=0.05)
+        # stage 2's mean is over its three RL seeds: seed0 (17.75 + 22.21 + 17.96) / 3 = 19.31
+        assert rows["stage_mean/stage2"]["per_seed"][n]["estimate"] == pytest.approx(np.mean(same), abs=0.05)
+        assert rows["premise/stage0-stage1"]["per_seed"][n]["estimate"] == \
+            pytest.approx(staged[0] - staged[1], abs=0.1)
+    assert v1["rows"]["stage_mean/stage2"]["per_seed"]["seed0"]["estimate"] == pytest.approx(
+        (17.75 + 22.208333 + 17.958333) / 3)
+    # v1's design: five experts (stage 2 thrice), ten splits a seed; pooled exactly over 10^3 products
+    assert all(v1["tests"]["pattern_p"][n] in (0.1, 0.2, 0.3) for n in KEPT)
+    assert v1["tests"]["pattern_p"]["pooled"] >= 1e-3
+    assert not v1["verdict"]["premise"] and not v1["verdict"]["claim"]
+    assert "staged_opd_vs_best" not in v1["rows"] and "positive_opd_vs_best" in v1["rows"]
+
+
+def test_the_kept_copy_of_a_seed_gives_the_same_study(tmp_path):
+    seed0 = KEPT_STUDY / "seed0"
+    direct = run_study([seed0], tmp_path / "direct", "bootstrap=100", cwd=tmp_path)
+    kept = run_study([seed0], tmp_path / "kept_out", "bootstrap=100", f"study_keep={tmp_path / 'kept'}", cwd=tmp_path)
+    assert (tmp_path / "kept/seed0/controls.json").exists()
+    assert kept["rows"] == direct["rows"] and kept["tests"] == direct["tests"]
+    assert kept["verdict"] == direct["verdict"] and kept["experts"] == direct["experts"]
+    # and in-process, through keep_evidence: the copy is checked and reads back identically
+    files = keep_evidence(seed0, tmp_path / "again" / "seed0")
+    assert len(files) == 2 * 9 + 1  # summary + per-task table of 9 runs, and controls.json
+    again = analyse([str(tmp_path / "again" / "seed0")], n_boot=100)
+    assert json.loads(json.dumps(again["rows"], default=float)) == direct["rows"]
+
+
+def test_pool_secondary_p_does_not_depend_on_alpha():
+    # a p-value is read back from the interval at the interval's own alpha: the same at 0.05 and 0.10
+    seeds = []
+    for k, (e, v) in enumerate([(2.0, 1.0), (3.0, 0.5), (1.0, 2.0)]):
+        rows = {f"premise/{a}-{b}": study.row(0.1 * k, 1.0) for a, b in itertools.combinations(STAGES, 2)}
+        rows.update({h: study.row(e + i, v) for i, h in enumerate(study.SECONDARY)})
+        seeds.append({"rows": rows})
+    p05, p10 = (study.pool(seeds, alpha)["tests"]["secondary_p"] for alpha in (0.05, 0.10))
+    assert p05 == pytest.approx(p10)
+
+
+def test_keep_evidence_copies_a_jsonl_only_run(small_study, tmp_path):
+    # a run with per_task.jsonl and no parquet (read_table reads either): its table is kept too
+    run = small_study[0] / "rl/dapo/stage1-r1"
+    pd.read_parquet(run / PARQUET).to_json(run / "per_task.jsonl", orient="records", lines=True)
+    (run / PARQUET).unlink()
+    files = keep_evidence(small_study[0], tmp_path / "kept" / "seed0")
+    assert tmp_path / "kept/seed0/rl/dapo/stage1-r1/per_task.jsonl" in files
+    a, b = (analyse([str(d)], n_boot=20)["rows"] for d in (small_study[0], tmp_path / "kept" / "seed0"))
+    assert a == b
