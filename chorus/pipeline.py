@@ -232,10 +232,10 @@ def study_section(runs_dir: Path, experts: dict) -> str:
                 rate, seed = "-", "-"
             rows.append(f"| {stage} | {seed} | {rate} | {Path(run).name} |")
     try:
-        read_manifest(runs_dir)  # what chorus.analyze will refuse (a missing run, mixed revisions or machines)
+        read_manifest(runs_dir)  # the study's reader: a missing run, mixed revisions or machine kinds are refused
         check = ""
-    except ValueError as exc:
-        check = f"\n\nchorus.analyze would refuse this seed: {str(exc).splitlines()[0]}"
+    except ValueError as exc:  # said here, an hour before the analysis would say it
+        check = f"\n\nThe study's reader (chorus.analysis.study_manifest) refuses this seed: {str(exc).splitlines()[0]}"
     return ("\n## Controls (pipeline.controls)\n\nEach SFT stage's DAPO experts, one per RL seed (held-out "
             "Pass@1; the table above has each stage's first). controls.json names them.\n\n" + "\n".join(rows)
             + f"\n\nThe study's statistics: python -m chorus.analyze study=[{runs_dir}] (every seed's runs_dir)"

@@ -247,7 +247,7 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     for i, stage in enumerate(("stage0", "stage1", "stage2")):
         for j in (0, 1):
             assert f"| {stage} | {1000 * (2 * i + j)} | " in text, (stage, j)
-    assert "python -m chorus.analyze study=" in text and "would refuse" not in text
+    assert "python -m chorus.analyze study=" in text and "refuses this seed" not in text
     assert "rl1" not in table and "fam0" not in table
 
 
@@ -358,11 +358,11 @@ def test_the_study_writes_a_v2_manifest_the_reader_reads_back(study, tmp_path):
         for j, t in enumerate(("", "-rl1", "-rl2")):
             n = f"rl/{s}{t}"
             assert f"| {s} | {2 + 1000 * (3 * i + j)} | {100 * rates[n]:.1f} | {by[n].run_dir.name} |" in section
-    assert f"python -m chorus.analyze study=[{runs}]" in section and "would refuse" not in section
+    assert f"python -m chorus.analyze study=[{runs}]" in section and "refuses this seed" not in section
     # a run from another machine kind: the section says what the study's reader will refuse
     fake_run(by["rl/stage2-rl2"].run_dir, seeds["rl/stage2-rl2"], 0.5, machine="aarch64, other, 8 CPUs, no GPU")
     refused = write_study(steps, runs)
-    assert "would refuse this seed: " in refused and "runs of mixed machine kinds" in refused
+    assert "refuses this seed: " in refused and "runs of mixed machine kinds" in refused
 
 
 @pytest.mark.parametrize("setting, message", [
