@@ -1,10 +1,11 @@
-"""python -m chorus.pipeline [pipeline=staged|staged_controls|tiny|smoke] [seed=N] [runs_dir=DIR] [jobs=2] [pipeline.launcher=submitit]
+"""python -m chorus.pipeline [pipeline=staged|study|tiny|smoke] [seed=N] [runs_dir=DIR] [jobs=2] [pipeline.launcher=submitit]
     [checkpoints.stage0=PATH checkpoints.stage1=PATH checkpoints.stage2=PATH] [extra='["trainer=gpu",...]']
 
-CHORUS end to end by chaining the existing jobs: SFT stages 0-2 (`chorus.train job=sft`), a DAPO
-expert per stage (`job=rl`, each evaluated on the held-out tasks), the merges and reward-gated OPD
-over the three experts (`consolidation=...`), then the analysis (oracle union, gap recovery, routing)
-into <runs_dir>/REPORT.md with its plots. Each step is its own run dir, named by its configuration
+CHORUS end to end by chaining the existing jobs: SFT stages 0-2 (`chorus.train job=sft`), DAPO
+experts per stage (`job=rl`, each evaluated on the held-out tasks; pipeline.controls.rl_seeds of them,
+every expert with its own RL seed), the merges and reward-gated OPD over the first expert of every
+stage (`consolidation=...`), then the analysis (oracle union, gap recovery, routing) into
+<runs_dir>/REPORT.md with its plots. Each step is its own run dir, named by its configuration
 (see chorus.train); a step whose dir holds results made with exactly its planned settings is
 skipped, so re-running the command resumes, and a changed setting re-runs the steps it reaches.
 pipeline.launcher=submitit submits each step as a submitit job (SLURM: pipeline.submitit.*) instead
@@ -12,6 +13,8 @@ of running it here; `jobs` steps at most are submitted at once.
 """
 from __future__ import annotations
 
+import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -24,6 +27,26 @@ from .config.schema import CONF_DIR, register_configs
 
 register_configs()
 STAGES = ("stage0", "stage1", "stage2")
+EXPERT = re.compile(r"rl/(stage\d+)(?:-rl(\d+))?")  # an expert step's name: its stage, its replicate (none: 0)
+
+
+def expert_name(stage: str, j: int) -> str:
+    """Replicate 0 keeps the plain name and an untagged run dir (what teacher_pool.from_runs looks for);
+    the others are tagged rl<j>, variants of their stage's expert."""
+    return f"rl/{stage}" + (f"-rl{j}" if j else "")
+
+
+def rl_seed(seed: int, rl_seeds: int, i: int, j: int) -> int:
+    """Stage i's replicate j: every expert of a pipeline seed its own RL seed (task order, sampling), so
+    stage is never confounded with RL seed (v1's staged experts all shared `seed`)."""
+    return seed + 1000 * (rl_seeds * i + j)
+
+
+def in_report(name: str) -> bool:
+    """REPORT.md's table keeps to one expert per stage and what is built from them; the other
+    replicates and the control/ steps go to its Controls section."""
+    m = EXPERT.fullmatch(name)
+    return not name.startswith("control/") and not (m and m.group(2))
 
 
 def plan(c: dict) -> list:
@@ -103,16 +126,22 @@ def plan(c: dict) -> list:
         steps[f"sft/{stage}"] = step(f"sft/{stage}", p["stages"].get(stage, []),
                                      [f"sft/{prev}"] if prev and stage not in ext else [], wiring)
         prev = stage
-    for stage in STAGES:
-        steps[f"rl/{stage}"] = step(f"rl/{stage}", p["rl"], [f"sft/{stage}"],
-                                    ["job=rl", f"sft_stage={stage}", f"sft_stage.checkpoint={checkpoint_of(stage)}"])
-    experts = {s: steps[f"rl/{s}"] for s in STAGES}
+    n_rl = p["controls"]["rl_seeds"]
+    if n_rl < 1:
+        raise ValueError(f"pipeline.controls.rl_seeds={n_rl}: set it to 1 or more (DAPO experts per SFT stage)")
+    for i, stage in enumerate(STAGES):
+        for j in range(n_rl):  # the wiring sets the RL seed, so no preset or extra can make two experts share it
+            name = expert_name(stage, j)
+            steps[name] = step(name, p["rl"], [f"sft/{stage}"],
+                               ["job=rl", f"sft_stage={stage}", f"sft_stage.checkpoint={checkpoint_of(stage)}",
+                                f"seed={rl_seed(c['seed'], n_rl, i, j)}", *([f"run_tag=rl{j}"] if j else [])])
+    experts = {s: steps[expert_name(s, 0)] for s in STAGES}
     for method, preset in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
         steps[f"consolidation/{method}"] = consolidation_step(f"consolidation/{method}", method, preset, experts)
     if p["controls"]["families"] and "stage0" in ext:
         raise ValueError("pipeline.controls.families fine-tunes the base as stage 0 does; it cannot run with "
                          "checkpoints.stage0 (an external stage 0)")
-    for s in control_steps(p["controls"], p["opd"], c["seed"], step, consolidation_step, steps, owns):
+    for s in control_steps(p["controls"], p["opd"], step, consolidation_step, owns):
         steps[s.name] = s
     steps["baseline/random"] = random_baseline(steps["rl/stage0"], compose_step, c["runs_dir"], c["seed"])
     unread = [o for o in shared if o not in reached]
@@ -121,25 +150,13 @@ def plan(c: dict) -> list:
     return list(steps.values())
 
 
-def control_steps(ctl: dict, opd: list[str], seed: int, step, consolidation_step, steps: dict, owns: dict) -> list:
-    """The study's controls (pipeline.controls), planned from the pipeline's own steps. Negative: the
-    same_stage expert again with other RL seeds (seed + 1000 i), from the same SFT checkpoint (its
-    first run is the pipeline's own expert). Positive: per family group a fine-tune of the base with
-    stage 0's settings on that group's designs only, each made an expert by the same DAPO procedure,
-    the experts consolidated by OPD (the pipeline's OPD settings, then controls.opd). Step names start
-    with control/."""
+def control_steps(ctl: dict, opd: list[str], step, consolidation_step, owns: dict) -> list:
+    """The study's positive control (pipeline.controls.families), planned from the pipeline's own steps:
+    per family group a fine-tune of the base with stage 0's settings on that group's designs only, each
+    made an expert by stage 0's DAPO procedure (its RL seed too), the experts consolidated by OPD (the
+    pipeline's OPD settings, then controls.opd). Step names start with control/. (The negative control,
+    one stage's experts at other RL seeds, is the experts' own replicates: controls.rl_seeds.)"""
     out = []
-    if ctl["same_stage"]:
-        stage = ctl["same_stage"]
-        if stage not in STAGES:
-            raise ValueError(f"pipeline.controls.same_stage={stage} is not a stage; use one of {list(STAGES)}")
-        if ctl["same_stage_runs"] < 2:
-            raise ValueError("pipeline.controls.same_stage_runs must be >= 2 (the stage's expert and another RL seed)")
-        expert = steps[f"rl/{stage}"]
-        own, wiring = owns[expert.name]
-        for i in range(1, ctl["same_stage_runs"]):
-            out.append(step(f"control/same/{stage}-rl{i}", own, expert.after,
-                            [*wiring, f"seed={seed + 1000 * i}", f"run_tag=same{i}"]))
     groups = ctl["families"]
     if groups:
         flat = [f for g in groups for f in g]
@@ -183,25 +200,46 @@ def _value(v) -> str:
     return "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
 
 
-def write_controls(steps: list, ctl: dict, runs_dir: Path, seed: int, n_boot: int) -> str:
-    """controls.json (each expert set's run dirs) for a plan with pipeline.controls `ctl`, and the
-    Controls section of REPORT.md (returned)."""
-    import json
+def write_study(steps: list, runs_dir: Path) -> str:
+    """controls.json (the v2 manifest: each stage's experts in replicate order, the consolidations over
+    the first ones, the families control) for a plan with controls, and REPORT.md's Controls section."""
+    from .analysis.study_manifest import write_manifest
 
-    from .analysis.controls import CONTROLS_FILE, controls_markdown, seed_summary
+    by = {s.name: s.run_dir for s in steps}
+    experts = {stage: [] for stage in STAGES}
+    for s in steps:  # planned in replicate order
+        m = EXPERT.fullmatch(s.name)
+        if m:
+            experts[m.group(1)].append(s.run_dir)
+    write_manifest(runs_dir, experts, {n.split("/", 1)[1]: d for n, d in by.items() if n.startswith("consolidation/")},
+                   [d for n, d in by.items() if n.startswith("control/families/rl")], by.get("control/families/opd"))
+    return study_section(runs_dir, experts)
 
-    import os
 
-    by = {s.name: os.path.relpath(s.run_dir, runs_dir) for s in steps}  # relative: the folder can move
-    sets = {"staged": [by[f"rl/{s}"] for s in STAGES]}
-    if ctl["same_stage"]:  # the stage's own expert, then its other RL seeds
-        sets["same_stage"] = [by[f"rl/{ctl['same_stage']}"], *(by[n] for n in by if n.startswith("control/same/"))]
-    if ctl["families"]:
-        sets["families"] = [by[n] for n in by if n.startswith("control/families/rl")]
-        sets["families_opd"] = by["control/families/opd"]
-    (runs_dir / CONTROLS_FILE).write_text(json.dumps(sets, indent=1))
-    section = controls_markdown(seed_summary(runs_dir, n_boot=n_boot, seed=seed))
-    return f"\n## Controls (pipeline.controls)\n\n{section}"
+def study_section(runs_dir: Path, experts: dict) -> str:
+    """A short Controls section: every expert's Pass@1 and RL seed from its summary.json. The study's
+    statistics (over seeds) are chorus.analyze's; this only says what ran."""
+    from .analysis.study_manifest import read_manifest
+    from .tracking.run_dir import SUMMARY
+
+    rows = ["| stage | RL seed | Pass@1 % | run |", "|---|---|---|---|"]
+    for stage, runs in experts.items():
+        for run in runs:
+            try:
+                s = json.loads((Path(run) / SUMMARY).read_text())
+                rate, seed = f"{100 * s['pass_rate']:.1f}", s.get("seed")
+            except (OSError, ValueError, KeyError, TypeError):
+                rate, seed = "-", "-"
+            rows.append(f"| {stage} | {seed} | {rate} | {Path(run).name} |")
+    try:
+        read_manifest(runs_dir)  # the study's reader: a missing run, mixed revisions or machine kinds are refused
+        check = ""
+    except ValueError as exc:  # said here, an hour before the analysis would say it
+        check = f"\n\nThe study's reader (chorus.analysis.study_manifest) refuses this seed: {str(exc).splitlines()[0]}"
+    return ("\n## Controls (pipeline.controls)\n\nEach SFT stage's DAPO experts, one per RL seed (held-out "
+            "Pass@1; the table above has each stage's first). controls.json names them.\n\n" + "\n".join(rows)
+            + f"\n\nThe study's statistics: python -m chorus.analyze study=[{runs_dir}] (every seed's runs_dir)"
+            + check)
 
 
 def prepare(steps: list) -> None:
@@ -233,12 +271,10 @@ def main(cfg: DictConfig) -> None:
         records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])},
                             launcher=launcher)
         # the report covers exactly this plan's runs, whatever else runs_dir holds; the controls end it
-        main_steps = [s for s in steps if not s.name.startswith("control/")]
-        controls = ""
-        if len(main_steps) < len(steps):
-            controls = write_controls(steps, c["pipeline"]["controls"], runs_dir, c["seed"], c["pipeline"]["bootstrap"])
+        main_steps = [s for s in steps if in_report(s.name)]
+        controls = write_study(steps, runs_dir) if len(main_steps) < len(steps) else ""
         report = write_report([s.run_dir for s in main_steps], runs_dir,
-                              [r for r in records if not r["name"].startswith("control/")],
+                              [r for r in records if in_report(r["name"])],
                               title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",
                               k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"],
                               appendix=controls + "\n" if controls else "")

@@ -51,7 +51,7 @@ def file_defaults(path: Path, doc: dict) -> object:
         return schema_of(None, "train_schema")()  # the presets' package
     entries = [d for d in doc.get("defaults", []) if isinstance(d, str)]
     parents = [d for d in entries if (path.parent / f"{d}.yaml").exists()]
-    if parents and not any(d.endswith("_schema") for d in entries):  # it extends a sibling (staged_controls)
+    if parents and not any(d.endswith("_schema") for d in entries):  # it extends a sibling (study)
         sibling = path.parent / f"{parents[0]}.yaml"
         return file_defaults(sibling, yaml.safe_load(sibling.read_text()))
     [schema] = [d for d in entries if d.endswith("_schema")]
@@ -138,8 +138,8 @@ def hydra_conf():
         yield
 
 
-# an example preset of model=hf; the staged preset with its controls, which shares staged's runs dir
-NAMED_OTHERWISE = {"model=qwen3_4b": "hf", "pipeline=staged_controls": "staged"}
+# an example preset of model=hf
+NAMED_OTHERWISE = {"model=qwen3_4b": "hf"}
 
 
 @pytest.mark.parametrize("top,choice", group_choices(), ids=lambda x: x)

@@ -10,8 +10,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from chorus.analysis.study_manifest import read_manifest
 from chorus.config.schema import CONF_DIR, register_configs
-from chorus.pipeline import plan
+from chorus.pipeline import in_report, plan, write_study
+from chorus.tracking.record import machine_kind
 from chorus.workflow.runner import StepFailed, run_steps
 from chorus.workflow.steps import Step
 
@@ -81,19 +83,19 @@ def step_cfg(step) -> dict:
 
 def test_extra_wins_over_every_preset_list_and_the_wiring_wins_over_extra(tmp_path):
     """The tiny preset's rl and opd lists set rl.steps=8, group 4, lr 3e-5 / 2e-5; extra's values must
-    be what every planned expert, control and OPD step composes (before, the preset's won)."""
-    _, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=tiny", "pipeline.controls.same_stage=stage1",
+    be what every planned expert and OPD step composes (before, the preset's won)."""
+    _, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=tiny", "pipeline.controls.rl_seeds=2",
                             'extra=["rl.steps=200","rl.group_size=8","rl.lr=1e-6","sft_stage.steps=7","seed=5"]')
     by = {s.name: s for s in steps}
-    trained = [n for n in by if n.startswith(("rl/", "control/same/")) or n == "consolidation/opd"]
-    assert len(trained) == 6  # 3 experts, 2 same-stage controls (same_stage_runs=3), OPD
+    trained = [n for n in by if n.startswith("rl/") or n == "consolidation/opd"]
+    assert len(trained) == 7  # 2 experts per stage (rl_seeds=2), OPD
     for name in trained:
         rl = step_cfg(by[name])["rl"]
         assert (rl["steps"], rl["group_size"], rl["lr"]) == (200, 8, 1e-6), name
     assert step_cfg(by["sft/stage1"])["sft_stage"]["steps"] == 7  # over the preset's stages list too
-    # the plan's wiring is not a setting: a control keeps its own RL seed, whatever extra says
-    assert step_cfg(by["control/same/stage1-rl1"])["seed"] == 1000
-    assert step_cfg(by["rl/stage1"])["seed"] == 5
+    # the plan's wiring is not a setting: an expert keeps its own RL seed (pipeline seed 0, stage 1 of
+    # 2 replicates: 1000 (2 + j)), whatever extra says; the SFT stages take extra's
+    assert [step_cfg(by[n])["seed"] for n in ("rl/stage1", "rl/stage1-rl1", "sft/stage1")] == [2000, 3000, 5]
 
 
 def test_the_qwen3_4b_recipe_plans_dapo_settings(tmp_path):
@@ -197,6 +199,7 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
         run = Path(s["run_dir"])
         summary = json.loads((run / "summary.json").read_text())
         assert summary["job"] in ("sft", "rl", "consolidation") and summary["model"] == "tiny-xs"
+        assert summary["machine"] == machine_kind()
         assert len(pd.read_parquet(run / "per_task.parquet")) == summary["n_samples"] > 0
         assert (run / ".hydra/config.yaml").exists() and list((run / "wandb").glob("offline-run-*"))
         assert json.loads((run / "run.json").read_text())["identity"]["job"] == summary["job"]
@@ -224,23 +227,28 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     assert len(re.findall(r"^\| opd/three_experts ", table, flags=re.M)) == 1  # not two OPD runs side by side
     assert str(new_opd) in report and str(first_opd) not in report
 
-    # the controls beside the same plan: only they run; REPORT.md keeps to the plan's own runs
-    controls = ["pipeline.controls.same_stage=stage0", "pipeline.controls.same_stage_runs=2",
-                "pipeline.controls.families=[[counter],[alu]]",
+    # a study beside the same plan: a second RL seed per stage moves stage 1's and 2's first experts (their
+    # seeds are 1000 (2 i + j)) and so the consolidations; the SFT chain, stage 0's expert and the baseline
+    # are reused. REPORT.md keeps to one expert per stage; the Controls section lists all with their seeds
+    controls = ["pipeline.controls.rl_seeds=2", "pipeline.controls.families=[[counter],[alu]]",
                 'pipeline.controls.opd=["teacher_pool=two_experts","consolidation.margin=0.5"]']
     ctl = subprocess.run(cmd + controls, capture_output=True, text=True, timeout=900, env=env)
     assert ctl.returncode == 0, ctl.stderr[-3000:]
-    assert "6 steps run, 11 skipped (done)" in ctl.stdout
-    sets = json.loads((tmp_path / "controls.json").read_text())
-    # named relative to the runs_dir, so the folder can be moved (python -m chorus.analyze study_keep=...)
-    assert sets["staged"] == [str(Path(s["run_dir"]).relative_to(tmp_path)) for s in steps if s["name"].startswith("rl/")]
-    assert sets["same_stage"][0] == sets["staged"][0] and len(sets["same_stage"]) == 2
-    assert len(sets["families"]) == 2 and "opd/two_experts-families-" in sets["families_opd"]
+    assert "14 steps run, 5 skipped (done)" in ctl.stdout
+    planned = {s["name"]: Path(s["run_dir"]) for s in json.loads((tmp_path / "pipeline/steps.json").read_text())}
+    m = read_manifest(tmp_path)  # named relative to the runs_dir, so the folder can be moved (study_keep=...)
+    assert m.design == 2 and m.rl_seeds_distinct()
+    assert m.experts == {s: [planned[f"rl/{s}"], planned[f"rl/{s}-rl1"]] for s in ("stage0", "stage1", "stage2")}
+    assert set(m.consolidations) == {"soup", "ties", "della", "opd"} and len(m.families) == 2
+    assert "opd/two_experts-families-" in str(m.families_opd)
+    assert json.loads((tmp_path / "controls.json").read_text())["experts"]["stage0"][0].startswith("rl/dapo/stage0")
     report = (tmp_path / "REPORT.md").read_text()
     table, text = report.split("## The CHORUS table")[1].split("\n## Controls (pipeline.controls)\n")
-    # one sample per task: no headroom, and it says why; the table keeps to the plan's own runs
-    assert "staged: headroom undefined: " in text and "at least 2 samples per task" in text
-    assert "Positive control" not in text and "same1" not in table and "fam0" not in table
+    for i, stage in enumerate(("stage0", "stage1", "stage2")):
+        for j in (0, 1):
+            assert f"| {stage} | {1000 * (2 * i + j)} | " in text, (stage, j)
+    assert "python -m chorus.analyze study=" in text and "refuses this seed" not in text
+    assert "rl1" not in table and "fam0" not in table
 
 
 def test_the_default_pipeline_is_the_staged_world(tmp_path):
@@ -252,25 +260,52 @@ def test_the_default_pipeline_is_the_staged_world(tmp_path):
     assert "sft_stage.repair_from=own" in by["sft/stage1"].overrides
     assert "sft_stage.prioritise_samples=4" in by["sft/stage2"].overrides
     assert {"tasks.difficulty=mixed", "tasks.per_family=120", "n_samples=16"} <= set(by["baseline/random"].overrides)
+    # one expert per stage (rl_seeds 1), each with its own RL seed: v1's shared seed confounded stage with it
+    assert [n for n in by if n.startswith("rl/")] == ["rl/stage0", "rl/stage1", "rl/stage2"]
+    assert [step_cfg(by[f"rl/{s}"])["seed"] for s in ("stage0", "stage1", "stage2")] == [0, 1000, 2000]
+    assert not any(n.startswith("control/") for n in by)
 
 
-def test_the_controls_reuse_the_pipelines_own_steps_and_vary_only_what_they_control(tmp_path):
-    _, main = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=staged", "seed=2")
-    c, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=staged_controls", "seed=2")
-    by = {s.name: s for s in steps}
-    # every SFT job fine-tunes the one pretrained base (a setting the SFT jobs once dropped)
-    assert all("model.pretrain_steps=600" in by[n].overrides for n in ("sft/stage0", "control/families/sft1"))
-    # every step of pipeline=staged is planned with the same dir (so a finished staged run is reused)
-    assert {s.name: s.run_dir for s in main} == {n: by[n].run_dir for n in (s.name for s in main)}
-    same = [by["control/same/stage2-rl1"], by["control/same/stage2-rl2"]]
-    expert = by["rl/stage2"]
-    for i, s in enumerate(same, 1):  # the stage-2 expert's job, another RL seed, nothing else changed
-        assert s.after == expert.after == ["sft/stage2"]
-        assert s.overrides[-2:] == [f"seed={2 + 1000 * i}", f"run_tag=same{i}"]
-        assert [o for o in s.overrides[:-2] if o != "seed=2"] == [o for o in expert.overrides if o != "seed=2"]
-    assert len({expert.run_dir, *(s.run_dir for s in same)}) == 3
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """pipeline=study's plan at seed 2 (planned once: it composes every step twice)."""
+    runs = tmp_path_factory.mktemp("study")
+    c, steps = pipeline_cfg(f"runs_dir={runs}", "pipeline=study", "seed=2")
+    return runs, c, {s.name: s for s in steps}
+
+
+def test_the_study_crosses_every_stage_with_three_rl_seeds(study):
+    runs, c, by = study
+    stages = ("stage0", "stage1", "stage2")
+    assert c["pipeline"]["name"] == "study" and c["pipeline"]["controls"]["rl_seeds"] == 3
+    experts = [n for n in by if n.startswith("rl/")]
+    assert experts == [f"rl/{s}{t}" for s in stages for t in ("", "-rl1", "-rl2")]
+    composed = {n: step_cfg(by[n]) for n in [*experts, "sft/stage0", "sft/stage1", "sft/stage2"]}
+    # nine experts, nine RL seeds: 2 + 1000 (3 i + j), so stage is never confounded with RL seed
+    assert [composed[n]["seed"] for n in experts] == [2 + 1000 * k for k in range(9)]
+    assert [composed[f"sft/{s}"]["seed"] for s in stages] == [2, 2, 2]  # one SFT chain at the pipeline's seed
+    for n in experts:  # every replicate starts from its stage's SFT checkpoint, after that step
+        stage = n.split("/")[1][:6]
+        assert composed[n]["sft_stage"]["checkpoint"] == str(by[f"sft/{stage}"].run_dir / "hf"), n
+        assert by[n].after == [f"sft/{stage}"] and composed[n]["sft_stage"]["name"] == stage
+    assert [composed[n]["run_tag"] for n in experts[:3]] == ["", "rl1", "rl2"]
+    assert len({by[n].run_dir for n in experts}) == 9
+    # the consolidations and the report's table keep to each stage's first expert
+    for method in ("soup", "ties", "della", "opd"):
+        step = by[f"consolidation/{method}"]
+        assert step.after == ["rl/stage0", "rl/stage1", "rl/stage2"], method
+        for i, s in enumerate(stages):
+            assert f"teacher_pool.teachers.{i}.checkpoint={by[f'rl/{s}'].run_dir / 'hf'}" in step.overrides
+    assert [n for n in by if in_report(n) and n.startswith("rl/")] == ["rl/stage0", "rl/stage1", "rl/stage2"]
+    assert not any(n.startswith("control/same") for n in by)
+
+
+def test_the_study_plans_the_families_control_from_stage0s_steps(study):
+    runs, c, by = study
     groups = [["counter", "shift_lfsr"], ["fsm", "mux_cmp"], ["alu"]]
     assert c["pipeline"]["controls"]["families"] == groups
+    # every SFT job fine-tunes the one pretrained base (a setting the SFT jobs once dropped)
+    assert all("model.pretrain_steps=600" in by[n].overrides for n in ("sft/stage0", "control/families/sft1"))
     for i, group in enumerate(groups):
         sft, rl = by[f"control/families/sft{i}"], by[f"control/families/rl{i}"]
         assert f"sft_stage.tasks.families=[{','.join(group)}]" in sft.overrides and sft.after == []
@@ -284,11 +319,56 @@ def test_the_controls_reuse_the_pipelines_own_steps_and_vary_only_what_they_cont
     assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2"]
 
 
+def test_a_staged_run_in_the_same_runs_dir_shares_the_sft_chain_and_stage0s_expert(study):
+    runs, _, by = study
+    _, staged = pipeline_cfg(f"runs_dir={runs}", "pipeline=staged", "seed=2")
+    same = {s.name for s in staged if s.run_dir == by[s.name].run_dir}
+    # rl_seeds changes stage 1's and 2's RL seeds (seed + 1000 rl_seeds i), so their experts and what
+    # is built from them are new runs
+    assert same == {"sft/stage0", "sft/stage1", "sft/stage2", "rl/stage0", "baseline/random"}
+
+
+def fake_run(run: Path, seed: int, pass_rate: float, machine: str = "x86_64, test CPU, 2 CPUs, no GPU") -> None:
+    """A finished run as the study's reader sees it: a per-task table and a summary."""
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "per_task.jsonl").write_text('{"task_id": "t0", "passed": true}\n')
+    (run / "summary.json").write_text(json.dumps({"seed": seed, "pass_rate": pass_rate, "git_revision": "abc",
+                                                  "machine": machine}))
+
+
+def test_the_study_writes_a_v2_manifest_the_reader_reads_back(study, tmp_path):
+    runs, _, by = study
+    steps = list(by.values())
+    seeds = {n: int(next(o for o in reversed(s.overrides) if o.startswith("seed="))[5:]) for n, s in by.items()
+             if n.startswith(("rl/", "consolidation/", "control/families/"))}
+    rates = {n: 0.01 * k for k, n in enumerate(seeds)}
+    for name, seed in seeds.items():
+        fake_run(by[name].run_dir, seed, rates[name])
+    section = write_study(steps, runs)
+    m = read_manifest(runs)
+    stages = ("stage0", "stage1", "stage2")
+    assert m.design == 2 and m.rl_seeds_distinct()
+    assert m.experts == {s: [by[f"rl/{s}{t}"].run_dir for t in ("", "-rl1", "-rl2")] for s in stages}
+    assert m.consolidations == {k: by[f"consolidation/{k}"].run_dir for k in ("soup", "ties", "della", "opd")}
+    assert m.families == [by[f"control/families/rl{i}"].run_dir for i in range(3)]
+    assert m.families_opd == by["control/families/opd"].run_dir
+    assert not json.loads((runs / "controls.json").read_text())["experts"]["stage1"][0].startswith("/")
+    # the Controls section: each expert's RL seed and Pass@1 %, and where the statistics come from
+    for i, s in enumerate(stages):
+        for j, t in enumerate(("", "-rl1", "-rl2")):
+            n = f"rl/{s}{t}"
+            assert f"| {s} | {2 + 1000 * (3 * i + j)} | {100 * rates[n]:.1f} | {by[n].run_dir.name} |" in section
+    assert f"python -m chorus.analyze study=[{runs}]" in section and "refuses this seed" not in section
+    # a run from another machine kind: the section says what the study's reader will refuse
+    fake_run(by["rl/stage2-rl2"].run_dir, seeds["rl/stage2-rl2"], 0.5, machine="aarch64, other, 8 CPUs, no GPU")
+    refused = write_study(steps, runs)
+    assert "refuses this seed: " in refused and "runs of mixed machine kinds" in refused
+
+
 @pytest.mark.parametrize("setting, message", [
-    ("pipeline.controls.same_stage=stage7", "is not a stage"),
-    ("pipeline.controls.same_stage_runs=1", "must be >= 2"),
+    ("pipeline.controls.rl_seeds=0", r"rl_seeds=0: set it to 1 or more"),
     ("pipeline.controls.families=[[counter,fsm],[fsm]]", "disjoint"),
 ])
 def test_bad_controls_are_refused_before_anything_runs(tmp_path, setting, message):
     with pytest.raises(ValueError, match=message):
-        pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=staged_controls", setting)
+        pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=study", setting)

@@ -11,6 +11,7 @@ from chorus.rl.algos import get_algo
 from chorus.rl.rollouts import collect
 from chorus.rl.run import Objective, train_rl
 from chorus.tracking.progress import Progress
+from chorus.tracking.record import machine_kind
 from helpers import PROMPT, context, lines, rl_settings, weights
 from wandb_records import final_summary, records
 
@@ -163,6 +164,7 @@ def test_train_cli_job_rl_writes_the_expert_where_the_next_issue_looks(sft_xs, t
     assert {k: summary[k] for k in ("job", "sft_stage", "rl_algo", "consolidation", "model", "seed")} == {
         "job": "rl", "sft_stage": "stage1", "rl_algo": "dapo", "consolidation": None, "model": "tiny-s", "seed": 0}
     assert summary["git_revision"] is None or len(summary["git_revision"]) >= 40
+    assert summary["machine"] == machine_kind()
     assert "rl_algo" in (expert / ".hydra/config.yaml").read_text()
     (wandb_run,) = (expert / "wandb").glob("offline-run-*/run-*.wandb")
     # what W&B shows after sync: the held-out result under eval/, never replaced by the last training

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from run_fixtures import PASSES, rows_for, write_fixture_runs
 
+from chorus.tracking.record import machine_kind, run_metadata
 from chorus.tracking.run_dir import write_run
 from chorus.tracking.runs import NoRunsError, find_run_dirs, load_runs, load_wandb_runs, wandb_filters
 from chorus.tracking.wandb_mirror import per_task_frame, resolve_mode
@@ -22,6 +23,7 @@ def test_offline_wandb_run_next_to_the_per_task_files(tmp_path, cache_root):
     rows = pd.read_parquet(out / "per_task.parquet")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["job"] == "evaluate" and summary["policy"] == "reference" and "git_revision" in summary
+    assert summary["machine"] == machine_kind()  # the job's process names this machine as this one does
     (run_dir,) = (out / "wandb").glob("offline-run-*")
     assert next(run_dir.glob("run-*.wandb")).stat().st_size > 0
     (table_file,) = run_dir.glob("files/media/table/per_task_*.table.json")
@@ -29,6 +31,18 @@ def test_offline_wandb_run_next_to_the_per_task_files(tmp_path, cache_root):
     assert len(table["data"]) == len(rows) == 2
     assert table["columns"][0] == "task_id" and "metrics.block" in table["columns"]
     assert [r[0] for r in table["data"]] == rows["task_id"].tolist()
+
+
+def test_every_summary_names_the_machine_kind_and_nothing_that_varies_between_runs():
+    import os
+    import platform
+    import socket
+
+    kind = machine_kind()
+    assert kind.startswith(f"{platform.machine()}, ") and f", {os.cpu_count()} CPUs, " in kind
+    assert socket.gethostname() not in kind.split(", ")  # no hostname: two machines of a kind read the same
+    assert machine_kind() is kind  # read once per process
+    assert run_metadata("rl", "tiny-s", 0)["machine"] == kind
 
 
 def test_logger_none_leaves_no_wandb_dir(tmp_path, cache_root):

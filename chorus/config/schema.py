@@ -406,7 +406,7 @@ class AnalyzeConf:
     power: bool = False  # print the minimum detectable headroom of `design` instead of the table
     design: DesignConf = field(default_factory=DesignConf)
     # the staged study's pre-registered verdict over these runs_dirs (one per seed, each with the
-    # controls.json of pipeline=staged_controls) instead of the table
+    # controls.json of pipeline=study) instead of the table
     study: Optional[List[str]] = None
     # with study: first copy each seed's evidence (controls.json, each run's summary and per-task
     # table) to <study_keep>/<seed dir's name>, and read the verdict from those copies
@@ -431,11 +431,12 @@ class SubmititConf:
 @dataclass
 class ControlsConf:
     """pipeline.controls (issue 27): controls planned beside the pipeline's own steps, in its runs_dir,
-    reported in REPORT.md's Controls section. Empty: none."""
-    # negative control: this SFT stage's expert and same_stage_runs - 1 more DAPO runs from the same SFT
-    # checkpoint, their RL seeds seed + 1000 i: what RL-seed diversity alone gives
-    same_stage: Optional[str] = None
-    same_stage_runs: int = 3
+    reported in REPORT.md's Controls section. Defaults: none."""
+    # DAPO experts per SFT stage, each from its stage's SFT checkpoint with its own RL seed: stage i's
+    # replicate j (from 0) gets seed + 1000 (rl_seeds i + j), so no two experts share one and stage is
+    # not confounded with RL seed; the merges, OPD and the report's table use each stage's first. >= 2: every stage's
+    # experts are also its same-stage control (what RL-seed diversity alone gives)
+    rl_seeds: int = 1
     # positive control: one fine-tune of the base per family group (stage 0's settings, only that
     # group's designs), each made a DAPO expert and the experts consolidated by OPD (`opd` overrides)
     families: List[List[str]] = field(default_factory=list)

@@ -75,7 +75,7 @@ def pool_from_runs(teachers: list[dict], base: str | None, runs_dir: str, from_r
             return str(other / rel)
         group = other / rel.parent
         # the plain dir, or one with only the hash of its settings; a run_tag marks a deliberate variant
-        # (a pipeline's controls: -same<i>, -fam<i>), never the pool's expert
+        # (a pipeline's other experts and controls: -rl<j>, -fam<i>), never the pool's expert
         hashed = [d / "hf" for d in group.parent.glob(f"{group.name}-*") if UNTAGGED.fullmatch(d.name[len(group.name):])]
         found = sorted(p.parent for p in [group / "hf", *hashed] if (p / "config.json").exists())
         if not found and what == "teacher_pool.base":

@@ -1,14 +1,17 @@
 """What a run dir records about the run itself: its metadata and the composed Hydra config."""
 from __future__ import annotations
 
+import functools
 import json
+import os
+import platform
 import shutil
 import subprocess
 from pathlib import Path
 
 ERROR_FILE = "error.txt"  # a job's handled one-line error, left in its Hydra dir for the pipeline runner
 META_KEYS = ("job", "sft_stage", "rl_algo", "consolidation", "teacher_pool", "model", "seed", "git_revision",
-             "pass_coverage", "policy", "student")  # student: the checkpoint an OPD run started from
+             "machine", "pass_coverage", "policy", "student")  # student: the checkpoint an OPD run started from
 
 
 def git_revision(where: str | Path = Path(__file__).parent) -> str | None:
@@ -22,6 +25,42 @@ def git_revision(where: str | Path = Path(__file__).parent) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+@functools.lru_cache(maxsize=1)
+def machine_kind() -> str:
+    """The kind of machine a run ran on (architecture, CPU model, CPU count, GPU): the same string on
+    every machine of one kind, so a study can refuse runs from two kinds (a second machine moved an
+    expert as much as the RL seed did). Nothing that varies between runs (hostname, free memory)."""
+    return f"{platform.machine()}, {cpu_model()}, {os.cpu_count()} CPUs, {gpu_name()}"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"  # no /proc (macOS) or no model name (some ARM kernels)
+
+
+def gpu_name() -> str:
+    """The first visible GPU's name, or 'no GPU'. NVIDIA's driver names it in /proc without a CUDA
+    context; torch.cuda.get_device_name would create one in every job, a CPU-only evaluation's too,
+    taking device memory from a GPU job running beside it. torch names other GPUs (ROCm)."""
+    try:
+        import torch
+    except ImportError:
+        return "no GPU"
+    if not torch.cuda.is_available():  # counts devices; torch.cuda stays uninitialised
+        return "no GPU"
+    for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
+        for line in info.read_text(errors="replace").splitlines():
+            if line.startswith("Model:"):
+                return line.split(":", 1)[1].strip()
+    return torch.cuda.get_device_name(0)
 
 
 def model_name(model: dict) -> str:
@@ -57,10 +96,10 @@ def run_metadata(job: str, model: str | None, seed: int | None, sft_stage: str |
                  teacher_pool: str | None = None, pass_coverage: float | None = None) -> dict:
     """The keys every summary.json carries, so that readers can group runs without parsing paths.
     `pass_coverage` is the run's pass rule: a sample passes at that coverage %, or (None) at its
-    task's own target; readers apply the rule the run was made with."""
+    task's own target; readers apply the rule the run was made with. `machine`: machine_kind()."""
     return {"job": job, "sft_stage": sft_stage, "rl_algo": rl_algo, "consolidation": consolidation,
             "teacher_pool": teacher_pool, "model": model, "seed": seed, "git_revision": git_revision(),
-            "pass_coverage": pass_coverage}
+            "machine": machine_kind(), "pass_coverage": pass_coverage}
 
 
 def copy_hydra_config(hydra_output_dir: str | Path, run_dir: str | Path) -> None:
