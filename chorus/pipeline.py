@@ -38,8 +38,10 @@ def expert_name(stage: str, j: int) -> str:
 
 def rl_seed(seed: int, rl_seeds: int, i: int, j: int) -> int:
     """Stage i's replicate j: every expert of a pipeline seed its own RL seed (task order, sampling), so
-    stage is never confounded with RL seed (v1's staged experts all shared `seed`)."""
-    return seed + 1000 * (rl_seeds * i + j)
+    stage is never confounded with RL seed (v1's staged experts all shared `seed`). Replicate 0's seed
+    does not depend on how many replicates there are, so pipeline=study reuses pipeline=staged's
+    experts (and everything built from them) in the same runs_dir."""
+    return seed + 1000 * (i + len(STAGES) * j)
 
 
 def in_report(name: str) -> bool:

@@ -101,7 +101,7 @@ def test_a_study_is_kept_small_and_moved_and_gives_the_same_verdict(tmp_path):
     (seed_dir / "rl/dapo/stage0/hf/model.safetensors").write_bytes(b"\0" * 1000)  # never kept
     staged = ["rl/dapo/stage0", "rl/dapo/stage1", "rl/dapo/stage2"]
     (seed_dir / "controls.json").write_text(json.dumps({"staged": staged}))  # relative to the seed dir
-    first = analyze("study=[runs/seed0]", "bootstrap=200", cwd=tmp_path)
+    first = analyze("study=[runs/seed0]", "bootstrap=200", "out=runs/seed0/analyze", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     kept = analyze("study=[runs/seed0]", "study_keep=kept", "bootstrap=200", cwd=tmp_path)
     assert kept.returncode == 0, kept.stderr
@@ -109,24 +109,19 @@ def test_a_study_is_kept_small_and_moved_and_gives_the_same_verdict(tmp_path):
     assert sorted(str(p.relative_to(tmp_path / "kept/seed0")) for p in (tmp_path / "kept/seed0").rglob("*.*")) == [
         "controls.json", *(f"{r}/{f}" for r in staged for f in ("per_task.parquet", "summary.json"))]
     shutil.rmtree(tmp_path / "runs")  # the copy stands alone: same table, its own dir named
-    again = analyze("study=[kept/seed0]", "bootstrap=200", cwd=tmp_path)
+    again = analyze("study=[kept/seed0]", "bootstrap=200", "out=runs/seed0/analyze", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert again.stdout.replace("kept/seed0", "runs/seed0") == first.stdout
-    # spread: stage1 2.5/6 minus stage0 1.5/6; headroom: cross-fitted 37/72 minus 2.5/6 (tests/run_fixtures.py)
-    assert "| runs/seed0 | 16.7 | +9.7 [" in first.stdout
-    assert "(c) staging matters: not measured (no same_stage set on seed 0): fails" in first.stdout
+    # stage0 1.5/6 minus stage1 2.5/6 passes; headroom: cross-fitted 37/72 minus 2.5/6 (tests/run_fixtures.py)
+    assert "| premise/stage0-stage1 | -16.7 [" in first.stdout and "| staged_headroom | +9.7 [" in first.stdout
+    assert "no stage has three RL seeds: no same-stage triplet" in first.stdout  # v1's file, staged only
+    assert json.loads((tmp_path / "runs/seed0/analyze/study.json").read_text())["design"] == 1
 
 
-def test_a_controls_file_naming_runs_from_the_working_directory_is_still_read(tmp_path):
+def test_a_run_outside_the_seed_dir_is_not_kept(tmp_path):
     write_fixture_runs(tmp_path / "runs/seed0")
-    staged = [f"runs/seed0/rl/dapo/stage{i}" for i in range(3)]  # as files written before stop 33 name them
+    (tmp_path / "runs/seed0/rl/dapo/stage0").rename(tmp_path / "runs/stage0")
+    staged = ["../stage0", "rl/dapo/stage1", "rl/dapo/stage2"]
     (tmp_path / "runs/seed0/controls.json").write_text(json.dumps({"staged": staged}))
-    p = analyze("study=[runs/seed0]", "bootstrap=200", cwd=tmp_path)
-    assert p.returncode == 0 and "| runs/seed0 | 16.7 | +9.7 [" in p.stdout, p.stderr
-    kept = analyze("study=[runs/seed0]", "study_keep=kept", "bootstrap=200", cwd=tmp_path)
-    assert kept.returncode == 0 and kept.stdout.endswith(p.stdout.replace("runs/seed0", "kept/seed0")), kept.stderr
-    assert json.loads((tmp_path / "kept/seed0/controls.json").read_text())["staged"][0] == "rl/dapo/stage0"
-    (tmp_path / "runs/seed0/rl/dapo/stage0").rename(tmp_path / "stage0")  # a run outside the seed dir
-    (tmp_path / "runs/seed0/controls.json").write_text(json.dumps({"staged": ["stage0", *staged[1:]]}))
-    outside = analyze("study=[runs/seed0]", "study_keep=kept2", cwd=tmp_path)
-    assert outside.returncode == 2 and outside.stderr.count("\n") == 1 and "keep them under it" in outside.stderr
+    outside = analyze("study=[runs/seed0]", "study_keep=kept", cwd=tmp_path)
+    assert outside.returncode == 2 and outside.stderr.count("\n") == 1 and "keep runs under it" in outside.stderr

@@ -93,9 +93,9 @@ def test_extra_wins_over_every_preset_list_and_the_wiring_wins_over_extra(tmp_pa
         rl = step_cfg(by[name])["rl"]
         assert (rl["steps"], rl["group_size"], rl["lr"]) == (200, 8, 1e-6), name
     assert step_cfg(by["sft/stage1"])["sft_stage"]["steps"] == 7  # over the preset's stages list too
-    # the plan's wiring is not a setting: an expert keeps its own RL seed (pipeline seed 0, stage 1 of
-    # 2 replicates: 1000 (2 + j)), whatever extra says; the SFT stages take extra's
-    assert [step_cfg(by[n])["seed"] for n in ("rl/stage1", "rl/stage1-rl1", "sft/stage1")] == [2000, 3000, 5]
+    # the plan's wiring is not a setting: an expert keeps its own RL seed (pipeline seed 0, stage 1's
+    # replicate j: 1000 (1 + 3 j)), whatever extra says; the SFT stages take extra's
+    assert [step_cfg(by[n])["seed"] for n in ("rl/stage1", "rl/stage1-rl1", "sft/stage1")] == [1000, 4000, 5]
 
 
 def test_the_qwen3_4b_recipe_plans_dapo_settings(tmp_path):
@@ -227,14 +227,14 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     assert len(re.findall(r"^\| opd/three_experts ", table, flags=re.M)) == 1  # not two OPD runs side by side
     assert str(new_opd) in report and str(first_opd) not in report
 
-    # a study beside the same plan: a second RL seed per stage moves stage 1's and 2's first experts (their
-    # seeds are 1000 (2 i + j)) and so the consolidations; the SFT chain, stage 0's expert and the baseline
-    # are reused. REPORT.md keeps to one expert per stage; the Controls section lists all with their seeds
+    # a study beside the same plan: a second RL seed per stage (seeds 1000 (i + 3 j)) leaves every first
+    # expert's seed as it was, so the SFT chain, the first experts, the consolidations and the baseline
+    # are reused and only the second replicates and the families control run. REPORT.md keeps to one expert per stage; the Controls section lists all with their seeds
     controls = ["pipeline.controls.rl_seeds=2", "pipeline.controls.families=[[counter],[alu]]",
                 'pipeline.controls.opd=["teacher_pool=two_experts","consolidation.margin=0.5"]']
     ctl = subprocess.run(cmd + controls, capture_output=True, text=True, timeout=900, env=env)
     assert ctl.returncode == 0, ctl.stderr[-3000:]
-    assert "14 steps run, 5 skipped (done)" in ctl.stdout
+    assert "8 steps run, 11 skipped (done)" in ctl.stdout
     planned = {s["name"]: Path(s["run_dir"]) for s in json.loads((tmp_path / "pipeline/steps.json").read_text())}
     m = read_manifest(tmp_path)  # named relative to the runs_dir, so the folder can be moved (study_keep=...)
     assert m.design == 2 and m.rl_seeds_distinct()
@@ -246,7 +246,7 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     table, text = report.split("## The CHORUS table")[1].split("\n## Controls (pipeline.controls)\n")
     for i, stage in enumerate(("stage0", "stage1", "stage2")):
         for j in (0, 1):
-            assert f"| {stage} | {1000 * (2 * i + j)} | " in text, (stage, j)
+            assert f"| {stage} | {1000 * (i + 3 * j)} | " in text, (stage, j)
     assert "python -m chorus.analyze study=" in text and "refuses this seed" not in text
     assert "rl1" not in table and "fam0" not in table
 
@@ -281,8 +281,8 @@ def test_the_study_crosses_every_stage_with_three_rl_seeds(study):
     experts = [n for n in by if n.startswith("rl/")]
     assert experts == [f"rl/{s}{t}" for s in stages for t in ("", "-rl1", "-rl2")]
     composed = {n: step_cfg(by[n]) for n in [*experts, "sft/stage0", "sft/stage1", "sft/stage2"]}
-    # nine experts, nine RL seeds: 2 + 1000 (3 i + j), so stage is never confounded with RL seed
-    assert [composed[n]["seed"] for n in experts] == [2 + 1000 * k for k in range(9)]
+    # nine experts, nine RL seeds: 2 + 1000 (i + 3 j), so stage is never confounded with RL seed
+    assert [composed[n]["seed"] for n in experts] == [2 + 1000 * (i + 3 * j) for i in range(3) for j in range(3)]
     assert [composed[f"sft/{s}"]["seed"] for s in stages] == [2, 2, 2]  # one SFT chain at the pipeline's seed
     for n in experts:  # every replicate starts from its stage's SFT checkpoint, after that step
         stage = n.split("/")[1][:6]
@@ -323,9 +323,9 @@ def test_a_staged_run_in_the_same_runs_dir_shares_the_sft_chain_and_stage0s_expe
     runs, _, by = study
     _, staged = pipeline_cfg(f"runs_dir={runs}", "pipeline=staged", "seed=2")
     same = {s.name for s in staged if s.run_dir == by[s.name].run_dir}
-    # rl_seeds changes stage 1's and 2's RL seeds (seed + 1000 rl_seeds i), so their experts and what
-    # is built from them are new runs
-    assert same == {"sft/stage0", "sft/stage1", "sft/stage2", "rl/stage0", "baseline/random"}
+    # replicate 0's RL seed does not depend on rl_seeds (seed + 1000 (i + 3 j)), so the study reuses
+    # every step of the staged plan: the chain, the first experts, the consolidations, the baseline
+    assert same == {s.name for s in staged}
 
 
 def fake_run(run: Path, seed: int, pass_rate: float, machine: str = "x86_64, test CPU, 2 CPUs, no GPU") -> None:
@@ -357,7 +357,7 @@ def test_the_study_writes_a_v2_manifest_the_reader_reads_back(study, tmp_path):
     for i, s in enumerate(stages):
         for j, t in enumerate(("", "-rl1", "-rl2")):
             n = f"rl/{s}{t}"
-            assert f"| {s} | {2 + 1000 * (3 * i + j)} | {100 * rates[n]:.1f} | {by[n].run_dir.name} |" in section
+            assert f"| {s} | {2 + 1000 * (i + 3 * j)} | {100 * rates[n]:.1f} | {by[n].run_dir.name} |" in section
     assert f"python -m chorus.analyze study=[{runs}]" in section and "refuses this seed" not in section
     # a run from another machine kind: the section says what the study's reader will refuse
     fake_run(by["rl/stage2-rl2"].run_dir, seeds["rl/stage2-rl2"], 0.5, machine="aarch64, other, 8 CPUs, no GPU")

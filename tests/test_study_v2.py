@@ -245,7 +245,7 @@ def test_two_seed_dirs_of_one_name_are_refused_in_one_line(small_study, tmp_path
 
 # --- v1's kept evidence (analysis/studies/staged), re-analysed the v2 way ---
 
-# Pass@1 % of the kept v1 runs (tests/test_controls.py's KEPT, as docs/results.md states them):
+# Pass@1 % of the kept v1 runs (as docs/results.md's v1 table states them):
 # the staged experts (stage0, stage1, stage2) and the same-stage control (stage2 and its two RL seeds)
 KEPT = {"seed0": ([27.7, 25.4, 17.8], [17.8, 22.2, 18.0]),
         "seed1": ([25.9, 26.1, 32.0], [32.0, 33.5, 25.5]),

@@ -433,7 +433,7 @@ class ControlsConf:
     """pipeline.controls (issue 27): controls planned beside the pipeline's own steps, in its runs_dir,
     reported in REPORT.md's Controls section. Defaults: none."""
     # DAPO experts per SFT stage, each from its stage's SFT checkpoint with its own RL seed: stage i's
-    # replicate j (from 0) gets seed + 1000 (rl_seeds i + j), so no two experts share one and stage is
+    # replicate j (from 0) gets seed + 1000 (i + 3 j), so no two experts share one and stage is
     # not confounded with RL seed; the merges, OPD and the report's table use each stage's first. >= 2: every stage's
     # experts are also its same-stage control (what RL-seed diversity alone gives)
     rl_seeds: int = 1
