@@ -44,6 +44,30 @@ def test_the_strategy_teacher_keeps_the_strategies_that_pass_each_task(sim_cfg):
             assert e.meta["from_grade"].startswith("strategy:") and e.meta["from_coverage"] < target
 
 
+def test_a_stage_given_skills_is_taught_only_their_strategies():
+    """sft_stage.skills: a stage sees only the strategies of its skills (tasks.generated.SKILLS), so
+    stages can learn different things; an unknown skill is refused in one line naming the known ones."""
+    from chorus.sft.data import candidates, check_skills
+    from chorus.sft.stages import keep_skills
+
+    fsm = load_tasks("generated", per_family=6, families=["fsm"], difficulty="mixed", split="train")
+    counter = load_tasks("generated", per_family=2, families=["counter"], difficulty="mixed", split="train")
+    both = {g for t in fsm for g, _ in candidates(t, "vectors", (), True)}
+    assert both == {"strategy:exact", "strategy:sweep"}
+    assert {g for t in fsm for g, _ in candidates(t, "vectors", (), True, ["exact"])} == {"strategy:exact"}
+    assert {g for t in fsm for g, _ in candidates(t, "vectors", (), True, ["sweep"])} == {"strategy:sweep"}
+    assert all(not candidates(t, "vectors", (), True, ["exact", "sweep"]) for t in counter)  # counters only climb
+    # grade programs are not strategies: a skill filter keeps them
+    assert [g for g, _ in candidates(counter[0], "vectors", ("strong",), True, ["exact"])] == ["strong"]
+    ex = [Example("a", "validated", [], "", 90.0, {"grade": "strategy:sweep"}),
+          Example("a", "validated", [], "", 90.0, {"grade": "strategy:exact"}),
+          Example("a", "repair", [], "", 90.0, {"from_grade": "strategy:sweep"})]
+    assert [e.meta.get("grade") for e in keep_skills(ex, ["exact"])] == ["strategy:exact", None]
+    assert keep_skills(ex, None) == ex
+    with pytest.raises(ValueError, match=r"unknown skill\(s\) \['typing'\].*\['climb', 'exact', 'sweep'\]"):
+        check_skills(["exact", "typing"])
+
+
 def test_repairs_from_a_models_own_failures_carry_their_real_feedback(sim_cfg):
     """repair_from=own: a sampled answer that passes is left alone; one that fails, and one with no
     stimulus block, each become a repair pair: the sample as the assistant's turn, the feedback of its

@@ -143,6 +143,12 @@ class SFTStageConf:
     # the task's stimulus strategies (tasks.difficulty=mixed) are candidates too: the teacher policy
     # writes every strategy, and those that pass are the validated answers
     strategies: bool = False
+    # with strategies: the skills (exact, sweep, climb: tasks.generated.SKILLS) whose strategies are
+    # validated answers; null = every skill. Stages given different skills learn different things
+    skills: Optional[List[str]] = None
+    # repair_from=own: the skills a repair's answer may use (null: those of `skills`); a repair can
+    # teach a skill the stage's validated answers do not show
+    repair_skills: Optional[List[str]] = None
     min_coverage: Optional[float] = 80.0  # null: the task's own target (its pass rule)
     repair_from: RepairSource = RepairSource.reference  # own: repairs start from the starting model's failures
     own_samples: int = 4  # repair_from=own: samples per task drawn from the starting model

@@ -43,14 +43,32 @@ def answer(task: Task, fmt: str, code: str) -> str:
     return f"filename: {FILENAME[fmt].format(tb=task.tb_name)}\n```{FENCE[fmt]}\n{code.rstrip()}\n```\n"
 
 
+def skill_of(label: str) -> str | None:
+    """The skill of a candidate labelled `strategy:<name>` (tasks.generated.SKILLS); None for grades."""
+    from ..tasks.generated import SKILLS
+
+    return SKILLS.get(label.split(":", 1)[1]) if label.startswith("strategy:") else None
+
+
+def check_skills(skills) -> None:
+    from ..tasks.generated import SKILLS
+
+    unknown = sorted(set(skills or ()) - set(SKILLS.values()))
+    if unknown:
+        raise ValueError(f"unknown skill(s) {unknown} in sft_stage.skills / repair_skills; choose from "
+                         f"{sorted(set(SKILLS.values()))}")
+
+
 def candidates(task: Task, fmt: str, grades: tuple[str, ...] = QUALITIES,
-               strategies: bool = False) -> list[tuple[str, str]]:
+               strategies: bool = False, skills=None) -> list[tuple[str, str]]:
     """(grade, code) for the task's own stimulus, and (`strategy:<name>`, code) for each of its
-    stimulus strategies when asked; bundled tasks offer their reference testbench."""
+    stimulus strategies when asked (only those of `skills` when given); bundled tasks offer their
+    reference testbench."""
     programs = task.meta.get("programs") or {}
     chosen = [(g, programs[g]) for g in grades if g in programs]
     if strategies:
         chosen += [(f"strategy:{name}", text) for name, text in (task.meta.get("strategies") or {}).items()]
+        chosen = [(g, c) for g, c in chosen if skills is None or skill_of(g) in (None, *skills)]
     amap = alias_map(task) if chosen else None
     out = [(g, render(fmt, task, parse_vectors(text, amap))) for g, text in chosen]
     if not out and fmt == "testbench" and task.reference_tb:
@@ -62,10 +80,10 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
                    repair: bool = True, workers: int | None = None, grades: tuple[str, ...] = QUALITIES,
                    prompt: Callable[[Task], list[dict]] | None = None,
                    on_progress: Callable[[int, int], None] | None = None, executor=None,
-                   strategies: bool = False) -> list[Example]:
+                   strategies: bool = False, skills=None) -> list[Example]:
     """Simulate every candidate; keep validated answers (coverage >= min_coverage, or the task's own
     target when it is None) and pair weaker ones with better ones. strategies: the tasks' stimulus
-    strategies are candidates beside the grades.
+    strategies are candidates beside the grades (skills: only the strategies of those skills).
 
     `prompt(task)` gives the task's chat messages (default: the full prompt; stages pass the
     shortened prompt that fits their prompt budget). `on_progress(done, total)` hears how many
@@ -73,7 +91,7 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
     prompt = prompt or (lambda t: messages(t, fmt))
     jobs, where = [], []
     for t in tasks:
-        for grade, code in candidates(t, fmt, grades, strategies):
+        for grade, code in candidates(t, fmt, grades, strategies, skills):
             jobs.append((t, code))
             where.append((t, grade, code))
     finished, every = [], max(1, len(jobs) // 20)  # about 20 reports a pass: the log stays readable

@@ -17,7 +17,8 @@ from ..tracking.identity import variants
 from ..tracking.timing import add_seconds
 from ..policy.prompts import fit_messages
 from ..tasks import load_tasks
-from .data import build_examples, own_repairs, prioritised_sample, score_samples, task_weights
+from .data import (build_examples, check_skills, own_repairs, prioritised_sample, score_samples, skill_of,
+                   task_weights)
 from .run import train_sft
 
 STAGES = ("stage0", "stage1", "stage2")
@@ -119,6 +120,14 @@ def sample_answers(init: str, tasks, stage: SFTStageConf, ctx: JobContext, devic
     return out
 
 
+def keep_skills(examples: list, skills) -> list:
+    """The validated examples whose answer is a grade program or a strategy of `skills` (None: all);
+    repair examples (their answers already among the candidates) as they are."""
+    if skills is None:
+        return examples
+    return [e for e in examples if e.kind != "validated" or skill_of(e.meta["grade"]) in (None, *skills)]
+
+
 def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: TrainerConf | None = None) -> dict:
     """Train (or, with stage.checkpoint, register) one stage from `init` into the run dir on `trainer`
     (default: the CPU). SFT keeps float32 master weights (ctx.dtype is not read; trainer.precision sets
@@ -142,18 +151,27 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     t0 = time.monotonic()
     own = stage.repair_from == RepairSource.own and "repair" in stage.kinds
     fit = lambda t: fit_messages(t, ctx.fmt, tok, stage.max_prompt_tokens)[0]  # noqa: E731
+    skills = stage.skills
+    repair_skills = stage.repair_skills if own and stage.repair_skills is not None else skills
+    for given in (skills, repair_skills):
+        check_skills(given)
+    both = None if skills is None or repair_skills is None else sorted({*skills, *repair_skills})
     examples = build_examples(tasks, ctx.fmt, ctx.sim, stage.min_coverage,
                               repair="repair" in stage.kinds and not own,
                               grades=tuple(str(g) for g in stage.grades), strategies=stage.strategies,
-                              workers=ctx.workers, executor=ctx.executor, on_progress=ctx.progress.callback("sft data"),
-                              prompt=fit)
+                              skills=both, workers=ctx.workers, executor=ctx.executor,
+                              on_progress=ctx.progress.callback("sft data"), prompt=fit)
+    # a repair may point at an answer of repair_skills; the stage's validated answers keep to `skills`
+    repair_targets = keep_skills(examples, repair_skills)
+    examples = keep_skills(examples, skills)
     add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)  # the answers are scored by simulation
     coverage = None
     if own:  # repairs start from the starting model's own failed samples, with their real feedback
         samples = sample_answers(init, tasks, stage, ctx, device=eval_device(trainer))
         t0 = time.monotonic()
         scored = score_samples(samples, ctx.fmt, ctx.sim, ctx.workers, ctx.executor)
-        examples += own_repairs(samples, examples, ctx.fmt, ctx.sim, stage.min_coverage, prompt=fit, scored=scored)
+        examples += own_repairs(samples, repair_targets, ctx.fmt, ctx.sim, stage.min_coverage, prompt=fit,
+                                scored=scored)
         add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)
         if stage.own_samples >= stage.prioritise_samples:  # the same draws give the worst-state signal
             coverage = mean_coverage(scored, stage.prioritise_samples)

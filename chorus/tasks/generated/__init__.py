@@ -31,6 +31,10 @@ FAMILIES = {
     "mux_cmp": mux_cmp,
     "shift_lfsr": shift_lfsr,
 }
+# strategy name -> the skill it exercises: `exact` (type the value or sequence the brief gives),
+# `sweep` (drive random values with the strobe held: finds what the brief keeps secret), `climb`
+# (count a counter up to its top). Stages can be given different skills (sft_stage.skills).
+SKILLS = {name: skill for module in FAMILIES.values() for name, skill in getattr(module, "SKILLS", {}).items()}
 
 def generate_task(family: str, k: int, seed: int = 0, difficulty: str = "medium",
                   with_reference_tb: bool = True) -> Task:
@@ -70,4 +74,4 @@ def _check(difficulty: str, families: list[str]) -> None:
                          f"choose from {list(FAMILIES)}")
 
 
-__all__ = ["FAMILIES", "DIFFICULTIES", "MIXED", "calibrate_targets", "generate_task", "generate_tasks"]
+__all__ = ["FAMILIES", "SKILLS", "DIFFICULTIES", "MIXED", "calibrate_targets", "generate_task", "generate_tasks"]

@@ -78,6 +78,7 @@ PRIV = {
 # key is given locks KEY after three wrong keys, so the sweep shuts itself out and only the exact key
 # gets in; hard keys (14 bits) are out of a sweep's reach anyway.
 STRATEGIES = ("exact_key", "key_sweep")
+SKILLS = {"exact_key": "exact", "key_sweep": "sweep"}  # the skill each strategy exercises (sft_stage.skills)
 SWEEP = 300  # the sweep's cycles of KEY on random operands
 
 

@@ -41,6 +41,7 @@ EVENTS = [
 # design records top-of-range flags only in a run with no load since reset, and a hard design's MAX
 # lies beyond the cycle budget from 0 but a short climb above its (wide) largest load.
 STRATEGIES = ("load_climb", "zero_climb")
+SKILLS = {"load_climb": "climb", "zero_climb": "climb"}  # the skill each strategy exercises (sft_stage.skills)
 
 
 def build(rng: random.Random, k: int, difficulty: str, staged: bool = False) -> Design:

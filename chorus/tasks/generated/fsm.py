@@ -38,6 +38,7 @@ NAMES = {
 # whose code is given has an ALARM behind two failures wherever it has one (a sequence of >= 2): the
 # sweep runs into it, so only the exact sequence opens it. A one-symbol code without ALARM: either.
 STRATEGIES = ("exact", "sweep")
+SKILLS = {"exact": "exact", "sweep": "sweep"}  # the skill each strategy exercises (sft_stage.skills)
 STAGED_LENGTHS = {"easy": (1, 2), "medium": (2,), "hard": (4, 5)}  # a sweep finds 2 symbols of 3 bits
 
 

@@ -54,6 +54,7 @@ ARMS = [
 # hits (by chance: 2^-K per cycle); a design whose key is given locks the key after three wrong keys
 # under the hit select, so the sweep, and any random burst before the key, shut it out.
 STRATEGIES = ("exact_key", "key_sweep")
+SKILLS = {"exact_key": "exact", "key_sweep": "sweep"}  # the skill each strategy exercises (sft_stage.skills)
 SWEEP = 300  # the sweep's cycles of random keys under the hit select
 
 

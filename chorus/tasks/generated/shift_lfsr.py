@@ -60,6 +60,7 @@ def lfsr_period(width: int, mask: int, seed: int = 1) -> int:
 # before the pattern, shut it out. In staged designs a lock-up recovers only once the pattern was
 # seen, so the pattern gates the recovery counter as well.
 STRATEGIES = ("exact_pattern", "bit_sweep")
+SKILLS = {"exact_pattern": "exact", "bit_sweep": "sweep"}  # the skill each strategy exercises (sft_stage.skills)
 SWEEP = 300  # the sweep's cycles of random serial bits in shift mode
 
 
