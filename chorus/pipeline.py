@@ -48,7 +48,7 @@ def in_report(name: str) -> bool:
     """REPORT.md's table keeps to one expert per stage and what is built from them; the other
     replicates and the control/ steps go to its Controls section."""
     m = EXPERT.fullmatch(name)
-    return not name.startswith("control/") and not (m and m.group(2))
+    return not name.startswith(("control/", "evaluate/")) and not (m and m.group(2))
 
 
 def plan(c: dict) -> list:
@@ -145,7 +145,16 @@ def plan(c: dict) -> list:
                          "checkpoints.stage0 (an external stage 0)")
     for s in control_steps(p["controls"], p["opd"], step, consolidation_step, owns):
         steps[s.name] = s
-    steps["baseline/random"] = random_baseline(steps["rl/stage0"], compose_step, c["runs_dir"], c["seed"])
+    steps["baseline/random"] = held_out_evaluation(
+        steps["rl/stage0"], compose_step, c["runs_dir"], "baseline/random", ["policy=random", f"policy.seed={c['seed']}"])
+    rounds = p["controls"]["agentic_rounds"]
+    if rounds < 0:
+        raise ValueError(f"pipeline.controls.agentic_rounds={rounds}: set 0 (none) or the feedback turns to give")
+    for stage, expert in experts.items() if rounds else ():  # the secondary protocol: feedback turns
+        steps[f"evaluate/agentic/{stage}"] = held_out_evaluation(
+            expert, compose_step, c["runs_dir"], f"evaluate/agentic/{stage}",
+            ["policy=model", "model=hf", f"model.path={expert.run_dir / 'hf'}", "protocol=agentic",
+             f"protocol.rounds={rounds}"], sampled=True)
     unread = [o for o in shared if o not in reached]
     if unread:
         raise ValueError(f"no step of the pipeline reads {unread[0]}; remove it from extra (or the preset's train)")
@@ -167,7 +176,9 @@ def control_steps(ctl: dict, opd: list[str], step, consolidation_step, owns: dic
         experts = {}
         for i, group in enumerate(groups):
             own, wiring = owns["sft/stage0"]
-            sft = step(f"control/families/sft{i}", own, [], [*wiring, f"sft_stage.tasks.families=[{','.join(group)}]", f"run_tag=fam{i}"])
+            # every skill of its families: complementarity by construction, not by what stage 0 leaves out
+            sft = step(f"control/families/sft{i}", own, [], [*wiring, f"sft_stage.tasks.families=[{','.join(group)}]",
+                                                          "sft_stage.skills=null", f"run_tag=fam{i}"])
             own, wiring = owns["rl/stage0"]
             wiring = [o for o in wiring if not o.startswith("sft_stage.checkpoint=")]
             experts[f"fam{i}"] = step(f"control/families/rl{i}", own, [sft.name],
@@ -177,24 +188,30 @@ def control_steps(ctl: dict, opd: list[str], step, consolidation_step, owns: dic
     return out
 
 
-def random_baseline(expert, compose_step, runs_dir: str, seed: int):
-    """Uniform random stimulus (chorus.evaluate policy=random) on the experts' held-out tasks, with their
-    samples per task, format and pass rule: the row every trained model is read against. Its dir is
-    baseline/random-<hash of its overrides>, so changed held-out tasks never reuse old results."""
+def held_out_evaluation(expert, compose_step, runs_dir: str, name: str, policy: list[str], sampled: bool = False):
+    """A chorus.evaluate step on the expert's held-out tasks, with its samples per task, format and pass
+    rule (and, `sampled`, its evaluation sampling: temperature, token budgets), the policy given by
+    `policy` overrides: uniform random stimulus (the row every trained model is read against) or a
+    checkpoint under another protocol. Its dir is <name>-<hash of its overrides>, so changed held-out
+    tasks never reuse old results."""
     import hashlib
 
     from .workflow.steps import Step
 
     c = compose_step(expert.name, expert.overrides)
-    tasks = {k: v for k, v in c["rl"]["eval_tasks"].items() if v is not None}
-    overrides = ["policy=random", f"policy.seed={seed}", f"tasks={tasks.pop('name')}",
+    rl = c["rl"]
+    tasks = {k: v for k, v in rl["eval_tasks"].items() if v is not None}
+    overrides = [*policy, f"tasks={tasks.pop('name')}",
                  *(f"tasks.{k}={_value(v)}" for k, v in sorted(tasks.items())), f"format={c['format']['name']}",
-                 f"n_samples={c['rl']['eval_samples']}", "progress=false",
+                 f"n_samples={rl['eval_samples']}", "progress=false",
+                 *([f"policy.temperature={rl['eval_temperature']}", f"policy.max_new_tokens={rl['max_new_tokens']}",
+                    f"policy.max_prompt_tokens={rl['max_prompt_tokens']}"] if sampled else []),
                  *([f"pass_coverage={c['pass_coverage']}"] if c["pass_coverage"] is not None else []),
                  f"logger={c['logger']['name']}"]
     digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:8]
-    return Step("baseline/random", "chorus.evaluate", overrides, Path(runs_dir) / "baseline" / f"random-{digest}",
-                results_in_hydra_dir=True)
+    head, _, tail = name.rpartition("/")
+    return Step(name, "chorus.evaluate", overrides, Path(runs_dir) / head / f"{tail}-{digest}",
+                results_in_hydra_dir=True, after=[expert.name] if sampled else [])
 
 
 def _value(v) -> str:
@@ -214,7 +231,8 @@ def write_study(steps: list, runs_dir: Path) -> str:
         if m:
             experts[m.group(1)].append(s.run_dir)
     write_manifest(runs_dir, experts, {n.split("/", 1)[1]: d for n, d in by.items() if n.startswith("consolidation/")},
-                   [d for n, d in by.items() if n.startswith("control/families/rl")], by.get("control/families/opd"))
+                   [d for n, d in by.items() if n.startswith("control/families/rl")], by.get("control/families/opd"),
+                   agentic={n.rsplit("/", 1)[1]: d for n, d in by.items() if n.startswith("evaluate/agentic/")})
     return study_section(runs_dir, experts)
 
 

@@ -311,12 +311,38 @@ def test_the_study_plans_the_families_control_from_stage0s_steps(study):
         assert f"sft_stage.tasks.families=[{','.join(group)}]" in sft.overrides and sft.after == []
         assert not any(o.startswith("sft_stage.init") for o in sft.overrides)  # from the base, as stage 0
         assert set(by["sft/stage0"].overrides) < set(sft.overrides)
+        # every skill of its families (stage 0 keeps to exact answers): complementary by construction
+        assert sft.overrides[-2:] == ["sft_stage.skills=null", f"run_tag=fam{i}"]
         assert f"sft_stage.checkpoint={sft.run_dir / 'hf'}" in rl.overrides and rl.after == [sft.name]
         assert f"teacher_pool.teachers.{i}.checkpoint={rl.run_dir / 'hf'}" in by["control/families/opd"].overrides
         assert f"teacher_pool.teachers.{i}.name=fam{i}" in by["control/families/opd"].overrides
     opd = by["control/families/opd"]
     assert "consolidation.student=soup" in opd.overrides and opd.run_dir != by["consolidation/opd"].run_dir
     assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2"]
+
+
+def test_the_study_evaluates_each_stages_first_expert_again_with_one_feedback_turn(study):
+    """The secondary protocol: chorus.evaluate with protocol=agentic (1 round) on each stage's first
+    expert, after it, on the experts' held-out tasks with their sampling; not in REPORT.md's table."""
+    from chorus.pipeline import in_report
+
+    runs, c, by = study
+    assert c["pipeline"]["controls"]["agentic_rounds"] == 1
+    baseline = by["baseline/random"].overrides
+    for stage in ("stage0", "stage1", "stage2"):
+        step = by[f"evaluate/agentic/{stage}"]
+        expert = by[f"rl/{stage}"]
+        assert step.module == "chorus.evaluate" and step.after == [expert.name] and step.results_in_hydra_dir
+        assert {"protocol=agentic", "protocol.rounds=1", f"model.path={expert.run_dir / 'hf'}",
+                "policy.temperature=0.5", "policy.max_new_tokens=192", "policy.max_prompt_tokens=512"} <= set(step.overrides)
+        # the same held-out tasks and samples as the random baseline (and so as the experts)
+        assert [o for o in step.overrides if o.startswith(("tasks", "n_samples", "format"))] == \
+            [o for o in baseline if o.startswith(("tasks", "n_samples", "format"))]
+        assert not in_report(step.name)
+    _, staged = pipeline_cfg(f"runs_dir={runs}", "pipeline=staged", "seed=2")
+    assert not any(s.name.startswith("evaluate/") for s in staged)  # agentic_rounds defaults to 0
+    with pytest.raises(ValueError, match="agentic_rounds=-1"):
+        pipeline_cfg(f"runs_dir={runs}", "pipeline=study", "pipeline.controls.agentic_rounds=-1")
 
 
 def test_a_staged_run_in_the_same_runs_dir_shares_the_sft_chain_and_stage0s_expert(study):
@@ -344,6 +370,8 @@ def test_the_study_writes_a_v2_manifest_the_reader_reads_back(study, tmp_path):
     rates = {n: 0.01 * k for k, n in enumerate(seeds)}
     for name, seed in seeds.items():
         fake_run(by[name].run_dir, seed, rates[name])
+    for stage in ("stage0", "stage1", "stage2"):
+        fake_run(by[f"evaluate/agentic/{stage}"].run_dir, None, 0.5)
     section = write_study(steps, runs)
     m = read_manifest(runs)
     stages = ("stage0", "stage1", "stage2")
@@ -352,6 +380,7 @@ def test_the_study_writes_a_v2_manifest_the_reader_reads_back(study, tmp_path):
     assert m.consolidations == {k: by[f"consolidation/{k}"].run_dir for k in ("soup", "ties", "della", "opd")}
     assert m.families == [by[f"control/families/rl{i}"].run_dir for i in range(3)]
     assert m.families_opd == by["control/families/opd"].run_dir
+    assert m.agentic == {s: by[f"evaluate/agentic/{s}"].run_dir for s in stages}
     assert not json.loads((runs / "controls.json").read_text())["experts"]["stage1"][0].startswith("/")
     # the Controls section: each expert's RL seed and Pass@1 %, and where the statistics come from
     for i, s in enumerate(stages):

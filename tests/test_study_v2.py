@@ -40,7 +40,8 @@ def write_run(run: Path, rates: np.ndarray, samples: int, rng, **meta) -> Path:
 
 
 def write_seed(root: Path, experts: np.ndarray, rng, samples: int = 8, families: np.ndarray | None = None,
-               families_opd: np.ndarray | None = None, consolidations: dict | None = None, seed: int = 0) -> Path:
+               families_opd: np.ndarray | None = None, consolidations: dict | None = None, seed: int = 0,
+               agentic: np.ndarray | None = None) -> Path:
     """A v2 seed dir: experts (tasks x stages*R, stage-major) as rl/dapo/stage{i}-r{j}, each with its
     own RL seed; optional families (tasks x F) with their OPD, and consolidations {method: rates}."""
     R = experts.shape[1] // len(STAGES)
@@ -55,7 +56,9 @@ def write_seed(root: Path, experts: np.ndarray, rng, samples: int = 8, families:
     cons = {m: write_run(root / f"consolidation/{m}/three_experts", r, samples, rng, job="consolidation",
                          consolidation=m, teacher_pool="three_experts", seed=seed)
             for m, r in (consolidations or {}).items()}
-    write_manifest(root, runs, cons, fam, fam_opd)
+    feedback = {st: write_run(root / f"evaluate/agentic/{st}", agentic[:, i], samples, rng, job="evaluate",
+                              policy="model", seed=seed) for i, st in enumerate(STAGES)} if agentic is not None else None
+    write_manifest(root, runs, cons, fam, fam_opd, agentic=feedback)
     return root
 
 
@@ -317,3 +320,25 @@ def test_keep_evidence_copies_a_jsonl_only_run(small_study, tmp_path):
     assert tmp_path / "kept/seed0/rl/dapo/stage1-r1/per_task.jsonl" in files
     a, b = (analyse([str(d)], n_boot=20)["rows"] for d in (small_study[0], tmp_path / "kept" / "seed0"))
     assert a == b
+
+
+def test_the_agentic_protocol_is_reported_per_stage_beside_the_direct_one(tmp_path):
+    """Each stage's first expert evaluated again with feedback turns: its Pass@1, its gain over its
+    own direct evaluation (paired over tasks) and the three's headroom, per seed and pooled; no claim
+    rests on them. Planted: one feedback turn adds 0.2 to every task's rate of stage 1's expert only."""
+    rng = np.random.default_rng(3)
+    T = 80
+    dirs = []
+    for k in range(3):
+        experts = np.full((T, 9), 0.3)
+        agentic = np.full((T, 3), 0.3)
+        agentic[:, 1] = 0.5
+        dirs.append(write_seed(tmp_path / f"seed{k}", experts, rng, samples=8, seed=k, agentic=agentic))
+    r = run_study(dirs, tmp_path / "out", cwd=tmp_path)
+    rows = r["rows"]
+    assert {"agentic/stage_mean/stage0", "agentic/gain/stage1", "agentic/staged_headroom"} <= set(rows)
+    gain = rows["agentic/gain/stage1"]["pooled"]
+    assert 15 < gain["estimate"] < 25 and gain["lo"] > 0  # +20 points, 80 tasks x 8 samples a seed
+    still = rows["agentic/gain/stage0"]["pooled"]
+    assert abs(still["estimate"]) < 5 and still["lo"] < 0 < still["hi"]
+    assert not any(h.startswith("agentic") for h in r["tests"]["secondary_p"])  # reported, not claimed

@@ -93,7 +93,25 @@ def seed_rows(table: pd.DataFrame, m: Manifest, labels: dict, seed: int = 0, n_b
     heads = [names[s][0] for s in STAGES]
     for method, d in m.consolidations.items():
         rows[f"staged_{method}_vs_best"] = versus_best(table, labels[str(d)], heads)
+    if m.agentic:  # the secondary protocol: each stage's first expert with feedback turns, no claim
+        agentic = [labels[str(m.agentic[s])] for s in STAGES if s in m.agentic]
+        for s in STAGES:
+            if s in m.agentic:
+                gain = paired(table, labels[str(m.agentic[s])], names[s][0])
+                rows[f"agentic/stage_mean/{s}"] = mean_row(gain[:, 0])
+                rows[f"agentic/gain/{s}"] = mean_row(gain[:, 0] - gain[:, 1])
+        if len(agentic) == len(STAGES):
+            h = triplet_headroom(crossfit.cells(table, agentic), [list(range(len(agentic)))],
+                                 np.random.default_rng(seed + 11))
+            rows["agentic/staged_headroom"] = mean_row(h[:, 0])
     return out
+
+
+def paired(table: pd.DataFrame, a: str, b: str) -> np.ndarray:
+    """tasks x 2: the Pass@1 (points) of runs a and b on the tasks both have."""
+    m = table[table["run"].isin([a, b])].pivot_table(index="task_id", columns="run", values="passed",
+                                                       aggfunc="mean").dropna()
+    return 100 * m[[a, b]].to_numpy(float)
 
 
 def pooled_rl_variance(by_stage: dict[str, np.ndarray]) -> float:

@@ -7,7 +7,8 @@ format:
     {"design": 2,
      "experts": {"stage0": [dir, dir, dir], "stage1": [...], "stage2": [...]},  # stage x RL seed
      "consolidations": {"soup": dir, "opd": dir, ...},   # over the first expert of every stage
-     "families": [dir, ...], "families_opd": dir}         # the positive control (optional)
+     "families": [dir, ...], "families_opd": dir,         # the positive control (optional)
+     "agentic": {"stage0": dir, ...}}                      # first experts under protocol=agentic (optional)
 
 Every expert has its own RL seed (its summary.json's `seed`), so a staged triplet (one expert per
 stage) and a same-stage triplet differ in the stage only. v1's files (the staged study of
@@ -39,10 +40,12 @@ class Manifest:
     consolidations: dict[str, Path] = field(default_factory=dict)
     families: list[Path] = field(default_factory=list)
     families_opd: Path | None = None
+    agentic: dict[str, Path] = field(default_factory=dict)  # stage -> its first expert under feedback turns
     summaries: dict[Path, dict] = field(default_factory=dict)
 
     def runs(self) -> list[Path]:
         named = [d for ds in self.experts.values() for d in ds] + list(self.consolidations.values())
+        named += list(self.agentic.values())
         named += self.families + ([self.families_opd] if self.families_opd else [])
         return list(dict.fromkeys(named))
 
@@ -99,7 +102,10 @@ def read_manifest(seed_dir: str | Path) -> Manifest:
         m = Manifest(root, 2, {s: [where(d) for d in experts[s]] for s in STAGES},
                      {k: where(v) for k, v in (raw.get("consolidations") or {}).items()},
                      [where(d) for d in raw.get("families") or []],
-                     where(raw["families_opd"]) if raw.get("families_opd") else None)
+                     where(raw["families_opd"]) if raw.get("families_opd") else None,
+                     {k: where(v) for k, v in (raw.get("agentic") or {}).items()})
+        if set(m.agentic) - set(STAGES):
+            raise ValueError(f"{path}: `agentic` names {sorted(set(m.agentic) - set(STAGES))}, not stages")
     elif "staged" in raw:  # v1: one expert per stage sharing the RL seed; stage2 repeated by same_stage
         staged = [where(d) for d in raw["staged"]]
         if len(staged) != len(STAGES):
@@ -153,7 +159,8 @@ def check_study(manifests: list[Manifest]) -> None:
 
 
 def write_manifest(runs_dir: str | Path, experts: dict[str, list[Path]], consolidations: dict[str, Path],
-                   families: list[Path] = (), families_opd: Path | None = None) -> Path:
+                   families: list[Path] = (), families_opd: Path | None = None,
+                   agentic: dict[str, Path] | None = None) -> Path:
     """controls.json for a crossed study seed, run dirs relative to runs_dir (the folder can move)."""
     root = Path(runs_dir)
     body = {"design": 2, "experts": {s: [relative(Path(d), root) for d in ds] for s, ds in experts.items()},
@@ -162,6 +169,8 @@ def write_manifest(runs_dir: str | Path, experts: dict[str, list[Path]], consoli
         body["families"] = [relative(Path(d), root) for d in families]
     if families_opd:
         body["families_opd"] = relative(Path(families_opd), root)
+    if agentic:
+        body["agentic"] = {k: relative(Path(v), root) for k, v in agentic.items()}
     path = root / MANIFEST
     path.write_text(json.dumps(body, indent=1))
     return path

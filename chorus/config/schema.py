@@ -443,6 +443,9 @@ class ControlsConf:
     # not confounded with RL seed; the merges, OPD and the report's table use each stage's first. >= 2: every stage's
     # experts are also its same-stage control (what RL-seed diversity alone gives)
     rl_seeds: int = 1
+    # the secondary protocol: each stage's first expert evaluated again on the held-out tasks with this
+    # many feedback turns (protocol=agentic, chorus.evaluate); 0 = none
+    agentic_rounds: int = 0
     # positive control: one fine-tune of the base per family group (stage 0's settings, only that
     # group's designs), each made a DAPO expert and the experts consolidated by OPD (`opd` overrides)
     families: List[List[str]] = field(default_factory=list)
