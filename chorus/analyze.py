@@ -1,6 +1,7 @@
 """python -m chorus.analyze runs='<glob>' [experts='[dapo/stage0,dapo/stage1]'] [out=DIR] [wandb=entity/project
     wandb_filter.group=<runs dir> wandb_filter.tags='["model=tiny-xs"]' wandb_filter.job_type=rl wandb_filter.mixed=false]
 python -m chorus.analyze power=true [design.tasks=150 design.samples=16 design.levels='[0.2,0.36,0.26]'] [runs=...]
+python -m chorus.analyze curve=<RL run dir trained with rl.eval_every=N> [out=DIR]
 python -m chorus.analyze power=true design.statistic=pattern design.tasks=100 design.samples=8 [design.levels='[0.3]']
 python -m chorus.analyze study='[runs/pipeline/study/seed0,runs/pipeline/study/seed1,...]' [study_keep=DIR] [out=DIR]
 
@@ -38,6 +39,8 @@ def main(cfg: DictConfig) -> None:
         return power(c)
     if c["study"]:
         return study(c)
+    if c["curve"]:
+        return learning_curve(c)
     out = Path(c["out"] or HydraConfig.get().runtime.output_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=FutureWarning)
@@ -92,6 +95,25 @@ def study(c: dict) -> None:
         sys.exit(2)
     print(markdown(result))
     print(f"\n-> {path}")
+
+
+def learning_curve(c: dict) -> None:
+    """curve=RUN_DIR: an RL run's held-out learning curve and the RL length chosen from it."""
+    import json
+
+    from .analysis import learning_curve as lc
+
+    try:
+        result = lc.curve(c["curve"], n_boot=c["bootstrap"], seed=c["seed"])
+        out = Path(c["out"] or HydraConfig.get().runtime.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "curve.json").write_text(json.dumps(result, indent=1))
+        lc.plot(result, out / "curve.png")
+    except (ValueError, OSError) as exc:
+        print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    print(lc.markdown(result))
+    print(f"\n-> {out / 'curve.json'}, {out / 'curve.png'}")
 
 
 def power(c: dict) -> None:

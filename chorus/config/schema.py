@@ -417,6 +417,9 @@ class AnalyzeConf:
     # with study: first copy each seed's evidence (controls.json, each run's summary and per-task
     # table) to <study_keep>/<seed dir's name>, and read the verdict from those copies
     study_keep: Optional[str] = None
+    # an RL run dir trained with rl.eval_every=N: its learning curve on its held-out split and the RL
+    # length chosen from it (chorus.analysis.learning_curve), printed and written to out/curve.{json,png}
+    curve: Optional[str] = None
 
 
 @dataclass
