@@ -121,3 +121,20 @@ def test_official_cid012_file_loads_83_problems(cvdp_dir):
     stopwatch = next(t for t in tasks if t.id == "cvdp_copilot_digital_stopwatch_0017")
     assert stopwatch.defines == {"CLK_FREQ": "200"}
     assert json.loads(json.dumps(tasks[0].to_dict()))["id"] == tasks[0].id
+
+
+def test_a_world_prunes_design_classes_by_what_reaches_their_targets():
+    """tasks.prune: glob patterns over family/difficulty/skills (the skills of the strategies that reach
+    the calibrated target; `none` when none does); other suites refuse it in one line."""
+    from chorus.tasks.generated import design_class
+
+    every = load_tasks("generated", per_family=8, difficulty="mixed", split="validation", seed=100)
+    classes = {t.id: design_class(t) for t in every}
+    assert all(c.count("/") == 2 and c.split("/")[0] == t.family for t, c in zip(every, classes.values()))
+    kept = load_tasks("generated", per_family=8, difficulty="mixed", split="validation", seed=100,
+                      prune=["*/hard/*", "counter/*/*"])
+    assert {t.id for t in kept} == {i for i, c in classes.items() if "/hard/" not in c and not c.startswith("counter/")}
+    assert 0 < len(kept) < len(every)
+    assert load_tasks("generated", per_family=8, difficulty="mixed", split="validation", seed=100, prune=[]) == every
+    with pytest.raises(TaskFormatError, match="tasks.prune picks generated design classes"):
+        load_tasks("bundled", prune=["*"])

@@ -33,6 +33,9 @@ class TasksConf:
     per_family: int = 8  # tasks=generated: designs per family
     difficulty: Difficulty = Difficulty.medium  # tasks=generated
     families: Optional[List[str]] = None  # tasks=generated: a subset of families
+    # tasks=generated: drop the designs whose class family/difficulty/skills (skills: those of the
+    # strategies reaching the target, `none` if none does) matches one of these globs, e.g. "*/*/none"
+    prune: Optional[List[str]] = None
     trusted: bool = False  # the tasks' RTL may use host code ($c, DPI, `systemc_*): only for RTL you trust
 
 
@@ -128,6 +131,7 @@ class StageTasksConf:
     per_family: int = 8
     seed: int = 0
     families: Optional[List[str]] = None
+    prune: Optional[List[str]] = None  # as tasks.prune: design classes left out of the stage's data
 
 
 @dataclass

@@ -25,11 +25,13 @@ def _bundled(split: str = "all", **_) -> list[Task]:
 
 
 def _generated(seed: int = 0, per_family: int = 8, difficulty: str = "medium",
-               families: list[str] | None = None, split: str = "all", **_) -> list[Task]:
-    from .generated import calibrate_targets, generate_tasks  # local: only needed when asked for
+               families: list[str] | None = None, split: str = "all", prune: list[str] | None = None,
+               **_) -> list[Task]:
+    from .generated import calibrate_targets, generate_tasks, prune as prune_classes  # only needed when asked for
 
     tasks = generate_tasks(seed=seed, per_family=per_family, difficulty=difficulty, families=families)
-    return calibrate_targets([t for t in tasks if split in ("all", t.split)])  # only the tasks asked for
+    tasks = calibrate_targets([t for t in tasks if split in ("all", t.split)])  # only the tasks asked for
+    return prune_classes(tasks, prune)  # by class, which calibration's measured reaches decide
 
 
 SUITES = {"bundled": _bundled, "cvdp": _cvdp, "jsonl": _jsonl, "generated": _generated}
@@ -44,6 +46,8 @@ def load_tasks(name: str, path: str | None = None, split: str = "all", limit: in
     `trusted` lets the tasks' RTL use host code ($c, DPI, `systemc_*); it is never read from a file."""
     if name not in SUITES:
         raise TaskFormatError(f"unknown task suite {name!r}; choose one of {sorted(SUITES)}")
+    if suite_options.get("prune") and name != "generated":
+        raise TaskFormatError(f"tasks.prune picks generated design classes; tasks={name} has none (remove it)")
     if split not in SPLITS:
         raise TaskFormatError(f"unknown split {split!r}; use one of {list(SPLITS)}")
     tasks = SUITES[name](path=path, split=split, reference_dir=reference_dir, **suite_options)

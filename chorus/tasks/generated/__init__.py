@@ -36,6 +36,24 @@ FAMILIES = {
 # (count a counter up to its top). Stages can be given different skills (sft_stage.skills).
 SKILLS = {name: skill for module in FAMILIES.values() for name, skill in getattr(module, "SKILLS", {}).items()}
 
+def design_class(task: Task) -> str:
+    """family/difficulty/skills: the skills of the strategies that reach the task's target
+    (meta["reaches"], set by calibrate_targets; `none` when none does, `-` for a design without
+    strategies). A world prunes what no model learns by these classes (tasks.prune)."""
+    reaches = task.meta.get("reaches")
+    skills = "-" if reaches is None else "+".join(sorted({SKILLS[n] for n in reaches})) or "none"
+    return f"{task.family}/{task.difficulty}/{skills}"
+
+
+def prune(tasks: list[Task], patterns: list[str] | None) -> list[Task]:
+    """The tasks whose design class (design_class) matches none of the glob patterns."""
+    import fnmatch
+
+    if not patterns:
+        return tasks
+    return [t for t in tasks if not any(fnmatch.fnmatchcase(design_class(t), p) for p in patterns)]
+
+
 def generate_task(family: str, k: int, seed: int = 0, difficulty: str = "medium",
                   with_reference_tb: bool = True) -> Task:
     """The k-th design of one family (deterministic in family, k, seed and difficulty). MIXED: the
@@ -74,4 +92,4 @@ def _check(difficulty: str, families: list[str]) -> None:
                          f"choose from {list(FAMILIES)}")
 
 
-__all__ = ["FAMILIES", "SKILLS", "DIFFICULTIES", "MIXED", "calibrate_targets", "generate_task", "generate_tasks"]
+__all__ = ["FAMILIES", "SKILLS", "design_class", "prune", "DIFFICULTIES", "MIXED", "calibrate_targets", "generate_task", "generate_tasks"]
