@@ -215,7 +215,7 @@ def test_a_step_is_done_only_with_its_results_and_a_signalled_one_is_preempted(c
 
 
 def _kill_when_started(pidfile: Path, signum: int) -> None:
-    for _ in range(200):
+    for _ in range(2400):  # up to 120 s: a loaded machine can take many seconds to start the step
         if pidfile.exists() and pidfile.read_text():
             os.kill(int(pidfile.read_text()), signum)
             return
@@ -239,9 +239,9 @@ def test_a_stopped_job_gives_its_step_time_to_save_and_is_requeued_by_submitit(t
     driver = subprocess.Popen([sys.executable, "-c", "import sys; from chorus.workflow.launchers import run_logged; "
                                f"sys.exit(run_logged({step!r}, {str(tmp_path / 'log')!r}, {ENV!r}, {str(tmp_path)!r}))"],
                               stderr=subprocess.PIPE, text=True)
-    for _ in range(200):
-        if pidfile.exists() and pidfile.read_text():
-            break
+    deadline = time.monotonic() + 120  # the step must be running (its SIGTERM handler set) before it is stopped;
+    while not (pidfile.exists() and pidfile.read_text()):  # a loaded machine can take many seconds to start it
+        assert time.monotonic() < deadline and driver.poll() is None, "the step never started"
         time.sleep(0.05)
     driver.send_signal(signal.SIGINT)  # what submitit's local executor sends a job it stops
     driver.communicate(timeout=30)
