@@ -211,6 +211,15 @@ def test_a_missing_run_is_refused_in_one_line(small_study, tmp_path):
     assert f"run {small_study[1] / 'rl/dapo/stage1-r2'} is missing" in line and "seed1/controls.json" in line
 
 
+def test_a_run_named_twice_among_the_experts_is_refused_in_one_line(small_study, tmp_path):
+    manifest = small_study[0] / "controls.json"
+    raw = json.loads(manifest.read_text())
+    raw["experts"]["stage2"][1] = raw["experts"]["stage1"][0]  # one run posing as two experts
+    manifest.write_text(json.dumps(raw))
+    line = refused(small_study, tmp_path)
+    assert f"run {small_study[0] / raw['experts']['stage1'][0]} is named twice among the experts" in line
+
+
 def test_runs_of_two_revisions_are_refused_in_one_line(small_study, tmp_path):
     set_summary(small_study[0] / "rl/dapo/stage2-r1", git_revision="fedcba")
     line = refused(small_study, tmp_path)

@@ -121,6 +121,10 @@ def read_manifest(seed_dir: str | Path) -> Manifest:
                      where(raw["families_opd"]) if raw.get("families_opd") else None)
     else:
         raise ValueError(f"{path}: neither a v2 manifest (design: 2) nor a v1 one (staged: [...])")
+    named = [d for ds in m.experts.values() for d in ds] + m.families
+    twice = next((d for i, d in enumerate(named) if d in named[:i]), None)
+    if twice is not None:  # one run counted as two experts would fake agreement between them
+        raise ValueError(f"{path}: run {twice} is named twice among the experts; each expert is its own run")
     for run in m.runs():
         m.summaries[run] = read_summary(run, path)
     check_uniform(m.summaries, path)
