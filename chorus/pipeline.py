@@ -36,7 +36,7 @@ def expert_name(stage: str, j: int) -> str:
     return f"rl/{stage}" + (f"-rl{j}" if j else "")
 
 
-def rl_seed(seed: int, rl_seeds: int, i: int, j: int) -> int:
+def rl_seed(seed: int, i: int, j: int) -> int:
     """Stage i's replicate j: every expert of a pipeline seed its own RL seed (task order, sampling), so
     stage is never confounded with RL seed (v1's staged experts all shared `seed`). Replicate 0's seed
     does not depend on how many replicates there are, so pipeline=study reuses pipeline=staged's
@@ -136,7 +136,7 @@ def plan(c: dict) -> list:
             name = expert_name(stage, j)
             steps[name] = step(name, p["rl"], [f"sft/{stage}"],
                                ["job=rl", f"sft_stage={stage}", f"sft_stage.checkpoint={checkpoint_of(stage)}",
-                                f"seed={rl_seed(c['seed'], n_rl, i, j)}", *([f"run_tag=rl{j}"] if j else [])])
+                                f"seed={rl_seed(c['seed'], i, j)}", *([f"run_tag=rl{j}"] if j else [])])
     experts = {s: steps[expert_name(s, 0)] for s in STAGES}
     for method, preset in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
         steps[f"consolidation/{method}"] = consolidation_step(f"consolidation/{method}", method, preset, experts)

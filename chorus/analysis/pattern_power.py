@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import patterns
-from .power import wilson
+from .power import smallest_powered, wilson
 
 SHARES = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8)
 
@@ -95,22 +95,8 @@ def minimum_detectable_share(d: PatternDesign, power: float = 0.8, sims: int = 2
                              alpha: float = 0.05, shares=SHARES) -> dict:
     """The smallest share on the grid with simulated power >= `power` (bisection: power grows with
     the share), NaN when none; and every point tried."""
-    curve: dict[float, dict] = {}
-
-    def at(i: int) -> dict:
-        if shares[i] not in curve:
-            curve[shares[i]] = power_at(d, shares[i], sims, seed + i, alpha)
-        return curve[shares[i]]
-    lo, hi = 0, len(shares) - 1
-    if at(hi)["power"] < power:
-        return {"mds": float("nan"), "curve": [curve[s] for s in sorted(curve)], "design": d, "power": power}
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if at(mid)["power"] >= power:
-            hi = mid
-        else:
-            lo = mid + 1
-    return {"mds": float(shares[lo]), "curve": [curve[s] for s in sorted(curve)], "design": d, "power": power}
+    mds, curve = smallest_powered(list(shares), lambda i, share: power_at(d, share, sims, seed + i, alpha), power)
+    return {"mds": mds, "curve": curve, "design": d, "power": power}
 
 
 def report(result: dict) -> str:

@@ -137,23 +137,31 @@ def minimum_detectable_headroom(design: Design, power: float = POWER, n_sims: in
     headroom falls short. Returns mde, the curve of every headroom tried, and the design."""
     top = max_headroom(design)
     grid = np.arange(step, top + 1e-12, step)
-    curve: dict[float, dict] = {}
+    mde, curve = smallest_powered([float(h) for h in grid], lambda i, h: claim_rate(design, h, n_sims, seed + i, alpha, **kw),
+                                  power)
+    return {"mde": mde, "curve": curve, "design": design, "power": power}
+
+
+def smallest_powered(grid: list[float], measure, power: float) -> tuple[float, list[dict]]:
+    """The smallest grid value whose measured power is >= `power`, by bisection (power grows along the
+    grid), NaN when even the last falls short; and the measurement (measure(i, value): a dict with
+    "power") of every value tried, in grid order. Each value is measured at most once."""
+    tried: dict[int, dict] = {}
 
     def at(i: int) -> dict:
-        h = float(grid[i])
-        if h not in curve:
-            curve[h] = claim_rate(design, h, n_sims, seed + i, alpha, **kw)
-        return curve[h]
+        if i not in tried:
+            tried[i] = measure(i, grid[i])
+        return tried[i]
     lo, hi = 0, len(grid) - 1
-    if not len(grid) or at(hi)["power"] < power:
-        return {"mde": float("nan"), "curve": [curve[h] for h in sorted(curve)], "design": design, "power": power}
+    if not grid or at(hi)["power"] < power:
+        return float("nan"), [tried[i] for i in sorted(tried)]
     while lo < hi:
         mid = (lo + hi) // 2
         if at(mid)["power"] >= power:
             hi = mid
         else:
             lo = mid + 1
-    return {"mde": float(grid[lo]), "curve": [curve[h] for h in sorted(curve)], "design": design, "power": power}
+    return float(grid[lo]), [tried[i] for i in sorted(tried)]
 
 
 def design_from_runs(table: pd.DataFrame, runs: list[str], min_rate: float = 0.5) -> Design:

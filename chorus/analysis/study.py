@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from . import crossfit, patterns
+from .matrix import task_matrix
 from .pooling import equivalent, holm, p_one_sided, random_effects
 from .study_manifest import STAGES, Manifest
 
@@ -107,11 +108,14 @@ def seed_rows(table: pd.DataFrame, m: Manifest, labels: dict, seed: int = 0, n_b
     return out
 
 
+def pass_rates(table: pd.DataFrame, runs: list[str]) -> pd.DataFrame:
+    """tasks x runs: each run's pass rate per task, on the tasks all of them have."""
+    return task_matrix(table[table["run"].isin(runs)]).dropna()
+
+
 def paired(table: pd.DataFrame, a: str, b: str) -> np.ndarray:
     """tasks x 2: the Pass@1 (points) of runs a and b on the tasks both have."""
-    m = table[table["run"].isin([a, b])].pivot_table(index="task_id", columns="run", values="passed",
-                                                       aggfunc="mean").dropna()
-    return 100 * m[[a, b]].to_numpy(float)
+    return 100 * pass_rates(table, [a, b])[[a, b]].to_numpy(float)
 
 
 def pooled_rl_variance(by_stage: dict[str, np.ndarray]) -> float:
@@ -164,8 +168,7 @@ def adjusted_difference(head: np.ndarray, means: np.ndarray, groups, is_staged) 
 
 def versus_best(table: pd.DataFrame, model: str, experts: list[str]) -> Row:
     """A consolidated model's Pass@1 minus the best (by mean) of `experts`, paired over tasks."""
-    m = table[table["run"].isin([model, *experts])].pivot_table(index="task_id", columns="run", values="passed",
-                                                                aggfunc="mean").dropna()
+    m = pass_rates(table, [model, *experts])
     best = max(experts, key=lambda e: m[e].mean())
     return mean_row(100 * (m[model] - m[best]).to_numpy())
 

@@ -50,6 +50,12 @@ def skill_of(label: str) -> str | None:
     return SKILLS.get(label.split(":", 1)[1]) if label.startswith("strategy:") else None
 
 
+def in_skills(label: str, skills) -> bool:
+    """Whether a candidate (grade or `strategy:<name>`) is taught under `skills` (None: every skill);
+    grade programs are not strategies and always are."""
+    return skills is None or skill_of(label) in (None, *skills)
+
+
 def check_skills(skills) -> None:
     from ..tasks.generated import SKILLS
 
@@ -68,7 +74,7 @@ def candidates(task: Task, fmt: str, grades: tuple[str, ...] = QUALITIES,
     chosen = [(g, programs[g]) for g in grades if g in programs]
     if strategies:
         chosen += [(f"strategy:{name}", text) for name, text in (task.meta.get("strategies") or {}).items()]
-        chosen = [(g, c) for g, c in chosen if skills is None or skill_of(g) in (None, *skills)]
+        chosen = [(g, c) for g, c in chosen if in_skills(g, skills)]
     amap = alias_map(task) if chosen else None
     out = [(g, render(fmt, task, parse_vectors(text, amap))) for g, text in chosen]
     if not out and fmt == "testbench" and task.reference_tb:

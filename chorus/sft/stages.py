@@ -17,7 +17,7 @@ from ..tracking.identity import variants
 from ..tracking.timing import add_seconds
 from ..policy.prompts import fit_messages
 from ..tasks import load_tasks
-from .data import (build_examples, check_skills, own_repairs, prioritised_sample, score_samples, skill_of,
+from .data import (build_examples, check_skills, in_skills, own_repairs, prioritised_sample, score_samples,
                    task_weights)
 from .run import train_sft
 
@@ -123,9 +123,7 @@ def sample_answers(init: str, tasks, stage: SFTStageConf, ctx: JobContext, devic
 def keep_skills(examples: list, skills) -> list:
     """The validated examples whose answer is a grade program or a strategy of `skills` (None: all);
     repair examples (their answers already among the candidates) as they are."""
-    if skills is None:
-        return examples
-    return [e for e in examples if e.kind != "validated" or skill_of(e.meta["grade"]) in (None, *skills)]
+    return [e for e in examples if e.kind != "validated" or in_skills(e.meta["grade"], skills)]
 
 
 def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: TrainerConf | None = None) -> dict:
