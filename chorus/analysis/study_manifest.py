@@ -155,7 +155,8 @@ def check_uniform(summaries: dict[Path, dict], where) -> None:
 
 
 def check_study(manifests: list[Manifest]) -> None:
-    """Every seed at one revision on one machine kind, and distinct seed dirs."""
+    """Every seed at one revision on one machine kind, and of one study design (distinct seed dir names
+    are study_verdict.analyse's check)."""
     check_uniform({m.root: next(iter(m.summaries.values())) for m in manifests}, "study")  # named by seed dir
     designs = {m.design for m in manifests}
     if len(designs) > 1:
