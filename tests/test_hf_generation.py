@@ -403,3 +403,68 @@ def test_the_batch_paths_hand_on_every_group_once_at_the_end(scripted):
     out = HFEngine(model, tok, generation="plain").generate(S_PROMPTS[:2], n=1, params=GREEDY,
                                                            on_group=lambda i, s: calls.append((i, s)))
     assert [i for i, _ in calls] == [0, 1] and all(s is out[i] for i, s in calls)
+
+
+def test_keeping_each_prompt_s_prefix_once_gives_the_copied_prefix_s_tokens_and_logprobs(fenced, scripted,
+                                                                                          monkeypatch):
+    """generation=shared keeps each prompt's prefix once (prefix_attention.py) on a Qwen3 model: the
+    same tokens and log-probs as copying it to every sample, sampled (rows of prompts of different
+    lengths finishing at different steps, so rows leave the batch one by one) and scripted (every
+    finish kind). The prefix attention must be what ran: its calls are counted."""
+    import chorus.policy.prefix_attention as pa
+    from transformers import AttentionInterface
+
+    from chorus.policy.shared_decode import shared_decode
+
+    calls = []
+    AttentionInterface.register(pa.NAME, lambda *a, **k: calls.append(1) or pa.shared_prefix_attention(*a, **k))
+    try:
+        sampled = SamplingParams(max_new_tokens=24, temperature=1.5, seed=7)
+        for (model, tok), prompts, params in [(fenced, PROMPTS, sampled), (scripted[:2], S_PROMPTS, GREEDY)]:
+            assert pa.applies(model)
+            calls.clear()
+            once = shared_decode(model, tok, prompts, 5, params, tok.eos_token_id)
+            assert len(calls) >= model.config.num_hidden_layers  # the prefix path decoded
+            copied = shared_decode(model, tok, prompts, 5, params, tok.eos_token_id, prefix_once=False)
+            assert once[0] == copied[0] and once[2] == copied[2]
+            assert len({len(t) for t in once[0]}) > 1  # rows ended at different steps
+            assert max(abs(x - y) for a, b in zip(once[1], copied[1]) for x, y in zip(a, b)) < 1e-4
+            assert model.config._attn_implementation == "sdpa"  # restored after decoding
+    finally:
+        AttentionInterface.register(pa.NAME, pa.shared_prefix_attention)
+
+
+def test_a_prefix_layer_keeps_each_prompt_once_and_moves_only_the_rows_own_positions():
+    """SharedPrefixLayer: the prefix is stored per prompt, never per row; a row's suffix follows it
+    when rows leave; its attention equals softmax attention over [its prompt's real prefix, its own
+    positions], computed here by hand for two prompts x 2 samples, after row 1 has left."""
+    from chorus.policy.prefix_attention import SharedPrefixLayer, shared_prefix_attention
+
+    torch.manual_seed(0)
+    P, n, Hkv, Lp, d, heads = 2, 2, 1, 3, 4, 2
+    pk, pv = torch.randn(P, Hkv, Lp, d), torch.randn(P, Hkv, Lp, d)
+    real = torch.tensor([[False, True, True], [True, True, True]])  # prompt 0 is left-padded by one
+    layer = SharedPrefixLayer(pk, pv, real, n, capacity=4)
+    k1, v1 = torch.randn(P * n, Hkv, 1, d), torch.randn(P * n, Hkv, 1, d)
+    layer.update(k1, v1)
+    layer.batch_select_indices(torch.tensor([0, 2, 3]))  # row 1 (prompt 0, sample 1) finished
+    assert layer.row_prompt.tolist() == [0, 1, 1] and layer.row_slot.tolist() == [0, 0, 1]
+    assert torch.equal(layer.keys[:, :, 0], k1[[0, 2, 3], :, 0]) and layer.prefix_k.shape[0] == P
+    k2, v2 = torch.randn(3, Hkv, 1, d), torch.randn(3, Hkv, 1, d)
+    keys, values = layer.update(k2, v2)
+    assert layer.get_seq_length() == Lp + 2
+
+    class Cache:
+        layers = [layer]
+
+    class Module:
+        layer_idx = 0
+
+    q = torch.randn(3, heads, 1, d)
+    out, _ = shared_prefix_attention(Module(), q, keys, values, None, scaling=0.5, chorus_prefix_cache=Cache())
+    for r, p in enumerate([0, 1, 1]):
+        ks = torch.cat([pk[p, 0][real[p]], keys[r, 0]])
+        vs = torch.cat([pv[p, 0][real[p]], values[r, 0]])
+        for h in range(heads):  # both query heads share the one key/value head
+            want = torch.softmax(q[r, h, 0] @ ks.T * 0.5, -1) @ vs
+            assert torch.allclose(out[r, 0, h], want, atol=1e-6)
