@@ -190,9 +190,9 @@ def control_steps(ctl: dict, opd: list[str], step, consolidation_step, owns: dic
 
 def held_out_evaluation(expert, compose_step, runs_dir: str, name: str, policy: list[str], sampled: bool = False):
     """A chorus.evaluate step on the expert's held-out tasks, with its samples per task, format and pass
-    rule (and, `sampled`, its evaluation sampling: temperature, token budgets), the policy given by
-    `policy` overrides: uniform random stimulus (the row every trained model is read against) or a
-    checkpoint under another protocol. Its dir is <name>-<hash of its overrides>, so changed held-out
+    rule (and, `sampled`, its evaluation sampling: temperature, token budgets, prompts a generate
+    call), the policy given by `policy` overrides: uniform random stimulus (the row every trained
+    model is read against) or a checkpoint under another protocol. Its dir is <name>-<hash of its overrides>, so changed held-out
     tasks never reuse old results."""
     import hashlib
 
@@ -205,7 +205,8 @@ def held_out_evaluation(expert, compose_step, runs_dir: str, name: str, policy: 
                  *(f"tasks.{k}={_value(v)}" for k, v in sorted(tasks.items())), f"format={c['format']['name']}",
                  f"n_samples={rl['eval_samples']}", "progress=false",
                  *([f"policy.temperature={rl['eval_temperature']}", f"policy.max_new_tokens={rl['max_new_tokens']}",
-                    f"policy.max_prompt_tokens={rl['max_prompt_tokens']}"] if sampled else []),
+                    f"policy.max_prompt_tokens={rl['max_prompt_tokens']}",
+                    f"protocol.batch_tasks={rl['prompts_per_generate']}"] if sampled else []),
                  *([f"pass_coverage={c['pass_coverage']}"] if c["pass_coverage"] is not None else []),
                  f"logger={c['logger']['name']}"]
     digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:8]

@@ -15,7 +15,7 @@ class ScriptedEngine:
         rnd = len(self.prompts)
         self.prompts.append(prompts)
         text = self.answers[min(rnd, len(self.answers) - 1)]
-        return [[Generation(text, [1] * 5, [-0.1] * 5, "stop", 10)] for _ in prompts]
+        return [[Generation(text, [1] * 5, [-0.1] * 5, "stop", 10)] * n for _ in prompts]
 
 
 def fenced(vectors: str) -> str:
@@ -59,6 +59,48 @@ def test_tiny_model_end_to_end_rows_show_rounds_and_statuses(tiny_xs, sim_cfg):
                        rounds=1, workers=2)
     assert sorted((r["sample"], r["round"]) for r in rows) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert sum(r["final"] for r in rows) == 2 and all(r["status"] for r in rows)
+
+
+class Recording:
+    """A real engine, recording each call's prompts, samples per prompt and seed."""
+
+    def __init__(self, engine):
+        self.engine, self.calls = engine, []
+
+    def generate(self, prompts, n=1, params=None, on_group=None):
+        self.calls.append((list(prompts), n, params.seed))
+        out = self.engine.generate(prompts, n=n, params=params)
+        for i, group in enumerate(out):
+            if on_group is not None:
+                on_group(i, group)
+        return out
+
+
+def test_the_first_round_is_the_direct_protocol_s_sampling(tiny_xs, sim_cfg):
+    """Round 0 asks the engine what protocol=direct asks, call by call (prompts cut to
+    max_prompt_tokens the same way, a task's samples one group, batch_tasks tasks a call, the same
+    seeds), so it gives direct's samples and their scores; the feedback round then sends one prompt a
+    sample, batch_tasks x n_samples of them a call."""
+    from chorus.protocol.direct import run_direct
+
+    model, tok = load_model("hf", path=str(tiny_xs))
+    tasks = load_tasks("generated", per_family=1, families=["alu", "fsm", "counter"])
+    params = SamplingParams(max_new_tokens=12, temperature=1.0, seed=4)
+    direct, agentic = Recording(HFEngine(model, tok)), Recording(HFEngine(model, tok))
+    common = dict(max_prompt_tokens=400, batch_tasks=2, workers=2)  # every prompt needs cutting (~2,500)
+    d_rows = run_direct(tasks, direct, tok, "vectors", 3, params, sim_cfg, **common)
+    a_rows = run_agentic(tasks, agentic, tok, "vectors", 3, params, sim_cfg, rounds=1, **common)
+    assert [(len(p), n) for p, n, _ in direct.calls] == [(2, 3), (1, 3)]
+    assert agentic.calls[:2] == direct.calls
+    assert all(len(tok(p, add_special_tokens=False)["input_ids"]) <= 400 for p in direct.calls[0][0])
+
+    def scored(rows):
+        return [(r["task_id"], r["sample"], r["status"], r["overall"]) for r in rows]
+
+    assert scored(r for r in a_rows if r["round"] == 0) == scored(d_rows)
+    feedback = agentic.calls[2:]
+    assert [n for _, n, _ in feedback] == [1] * len(feedback) and max(len(p) for p, _, _ in feedback) <= 6
+    assert sum(len(p) for p, _, _ in feedback) == sum(r["round"] == 1 for r in a_rows) > 0
 
 
 # ---------------------------------------------------------------- the feedback message (issue 36)

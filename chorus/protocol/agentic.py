@@ -3,7 +3,10 @@ its stimulus for up to `rounds` more rounds, as in LLM4Cov. A sample stops at 10
 its best result over rounds. `markov=True` keeps only the system and user messages, the best
 answer so far and its feedback, instead of the whole conversation.
 
-Each round generates for every still-active sample in one batch, then scores them in parallel.
+Round 0 is protocol=direct's sampling: the same prompt (cut to max_prompt_tokens the same way), each
+task's samples one group (its prompt's prefix kept once), `batch_tasks` tasks a generate call. Later
+rounds give every still-active sample its own conversation, `batch_tasks x n_samples` of them a call
+(one call for all of them held every conversation's cache at once). Each round is scored in parallel.
 Rows: one per sample and round; the kept (best) row of each sample has `final: True`.
 """
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Sequence
 
 from ..policy.engines import Generation, SamplingParams
 from ..policy.parsing import parse_completion
-from ..policy.prompts import messages, render_messages
+from ..policy.prompts import fit_messages, render_messages
 from ..rl.rewards import COVERAGE_COUNTS
 from ..sim import SimConfig, SimResult
 from ..sim.pool import make_pool, settled
@@ -40,26 +43,40 @@ def _conversation(s: _Sample, markov: bool, base: list[dict]) -> list[dict]:
 
 def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
                 cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
-                rounds: int = 3, markov: bool = False, workers: int | None = None, progress: bool = True, executor=None,
-                **_) -> list[dict]:
+                rounds: int = 3, markov: bool = False, batch_tasks: int = 4, workers: int | None = None,
+                progress: bool = True, executor=None, **_) -> list[dict]:
     job = functools.partial(parsed_job, fmt, fmt_options or {})
-    bases = [messages(t, fmt) for t in tasks]
+    fitted = [fit_messages(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
+    bases = [msgs for msgs, _ in fitted]
     samples = [_Sample(i, k, list(bases[i])) for i in range(len(tasks)) for k in range(n_samples)]
     rows: list[dict] = []
+
+    def seeded(seed: int) -> SamplingParams:
+        return SamplingParams(**{**params.__dict__, "seed": seed})
+
     with nullcontext(executor) if executor else make_pool(workers) as pool:
         for rnd in range(rounds + 1):
             active = [s for s in samples if not s.done]
-            prompts = []
-            for s in active:
-                text = render_messages(tokenizer, _conversation(s, markov and rnd > 0, bases[s.task_index]))
-                if len(tokenizer(text, add_special_tokens=False)["input_ids"]) > max_prompt_tokens:
-                    # The whole conversation no longer fits: fall back to the markov form.
-                    text = render_messages(tokenizer, _conversation(s, True, bases[s.task_index]))
-                prompts.append(text)
             if not active:
                 break
-            gens = engine.generate(prompts, n=1, params=SamplingParams(**{**params.__dict__,
-                                                                          "seed": params.seed + 1000 * rnd}))
+            gens = []
+            if rnd == 0:  # as protocol=direct samples: a task's samples share its prompt
+                for start in range(0, len(tasks), batch_tasks):
+                    texts = [prompt.text for _, prompt in fitted[start:start + batch_tasks]]
+                    gens += [[g] for group in engine.generate(texts, n=n_samples, params=seeded(params.seed + start))
+                             for g in group]
+            else:
+                prompts = []
+                for s in active:
+                    text = render_messages(tokenizer, _conversation(s, markov, bases[s.task_index]))
+                    if len(tokenizer(text, add_special_tokens=False)["input_ids"]) > max_prompt_tokens:
+                        # The whole conversation no longer fits: fall back to the markov form.
+                        text = render_messages(tokenizer, _conversation(s, True, bases[s.task_index]))
+                    prompts.append(text)
+                rows_per_call = batch_tasks * n_samples
+                for start in range(0, len(prompts), rows_per_call):
+                    gens += engine.generate(prompts[start:start + rows_per_call], n=1,
+                                            params=seeded(params.seed + 1000 * rnd + start))
             futures = [pool.submit(job, tasks[s.task_index], g[0], cfg) for s, g in zip(active, gens)]
             for s, g, fut in zip(active, gens, futures):
                 gen: Generation = g[0]
