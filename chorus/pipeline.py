@@ -263,15 +263,22 @@ def study_section(runs_dir: Path, experts: dict) -> str:
             + check)
 
 
-def prepare(steps: list) -> None:
-    """Build the tiny model and tokenizer once (cached) before jobs that load it run side by side."""
+def prepare(steps: list) -> dict | None:
+    """Build the tiny model and tokenizer once (cached) before jobs that load it run side by side;
+    a step record for the time table (None without a tiny base)."""
     from .train import container
 
     model = container(compose(config_name="train", overrides=steps[0].overrides))["model"]
     if model["name"] == "tiny" and not model["path"]:
-        from .policy.tiny import build_tiny
+        from .policy.tiny import READY, build_tiny
 
-        build_tiny(model["size"], seed=model["seed"], pretrain_steps=model["pretrain_steps"])
+        start = time.time()
+        path = build_tiny(model["size"], seed=model["seed"], pretrain_steps=model["pretrain_steps"])
+        took, built = time.time() - start, (path / READY).stat().st_mtime >= start  # marked ready just now
+        return {"name": "base (tiny, built once, cached)", "status": "built" if built else "cached",
+                "seconds": round(took, 1), "run_dir": str(path), "started": round(start, 1),
+                "ended": round(start + took, 1)}
+    return None
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="pipeline", version_base="1.3")
@@ -288,14 +295,14 @@ def main(cfg: DictConfig) -> None:
         launcher = make_launcher(c["pipeline"]["launcher"], c["pipeline"]["submitit"])  # before the plan's minute
         steps = plan(c)
         quiet_third_party()
-        prepare(steps)
+        base = prepare(steps)
         records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])},
                             launcher=launcher)
         # the report covers exactly this plan's runs, whatever else runs_dir holds; the controls end it
         main_steps = [s for s in steps if in_report(s.name)]
         controls = write_study(steps, runs_dir) if len(main_steps) < len(steps) else ""
         report = write_report([s.run_dir for s in main_steps], runs_dir,
-                              [r for r in records if in_report(r["name"])],
+                              [base] * (base is not None) + records,  # every step's time, the controls' too
                               title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",
                               k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"],
                               appendix=controls + "\n" if controls else "")

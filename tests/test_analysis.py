@@ -381,6 +381,18 @@ def test_the_steps_table_splits_each_step_s_minutes_by_its_recorded_timing(tmp_p
     assert table.loc["old/c"].isna()[["generation", "other"]].all()  # no summary: nothing to split
 
 
+def test_busy_minutes_count_time_with_any_step_running_once():
+    """Steps side by side count once; a gap (a stopped, resumed pipeline) not at all; a step that never
+    ran (no start) adds nothing. Spans in seconds: [0, 600] and [300, 900] overlap -> 900; [2000, 2060]
+    after a gap -> 960 s = 16.0 min."""
+    from chorus.analysis.report import busy_minutes
+
+    steps = [{"started": 0.0, "ended": 600.0}, {"started": 300.0, "ended": 900.0}, {"started": 400.0, "ended": 500.0},
+             {"started": 2000.0, "ended": 2060.0}, {"status": "pending"}]
+    assert busy_minutes(steps) == 16.0
+    assert busy_minutes([]) == 0.0
+
+
 def test_opd_is_compared_with_the_run_it_started_from(tmp_path):
     """An OPD run records the checkpoint its student started from; the table finds the loaded run that
     made it and gives the paired delta. Fixture (run_fixtures.py): OPD passes 1, .5, 1, .5, .5, 0; its

@@ -188,6 +188,9 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     assert [s["status"] for s in steps] == ["done"] * 11
     header = [c.strip() for c in next(ln for ln in report.splitlines() if ln.startswith("| step ")).split("|")]
     assert header[1:8] == ["step", "status", "minutes", "generation", "simulation wait", "training", "other"]
+    assert "| base (tiny, built once, cached) |" in report  # smoke's xs base: no pretraining, cached or built
+    busy = float(re.search(r"Busy wall clock ([0-9.]+) min", report).group(1))
+    assert max(s["seconds"] for s in steps) / 60 - 0.1 <= busy <= sum(s["seconds"] for s in steps) / 60 + 0.1
     for s in steps:  # every job records where its time went
         timing = json.loads((Path(s["run_dir"]) / "summary.json").read_text())["timing"]
         assert timing["simulation_wait_s"] > 0, s["name"]
@@ -213,6 +216,8 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     assert {d: (Path(d) / "summary.json").stat().st_mtime for d in stamps} == stamps
     resumed = json.loads((tmp_path / "pipeline/steps.json").read_text())
     assert [s["seconds"] for s in resumed] == [s["seconds"] for s in steps]  # the times they took when they ran
+    assert [(s["started"], s["ended"]) for s in resumed] == [(s["started"], s["ended"]) for s in steps]
+    assert all(s["ended"] - s["started"] == pytest.approx(s["seconds"], abs=0.2) for s in steps)
 
     # a changed OPD setting re-runs OPD alone, into its own dir; the report shows this plan's OPD only
     changed = subprocess.run(cmd + ['pipeline.opd=["rl.steps=1","rl.prompts_per_step=1","rl.group_size=2",'
@@ -248,7 +253,9 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
         for j in (0, 1):
             assert f"| {stage} | {1000 * (i + 3 * j)} | " in text, (stage, j)
     assert "python -m chorus.analyze study=" in text and "refuses this seed" not in text
-    assert "rl1" not in table and "fam0" not in table
+    results, times = table.split("\n## Steps\n")
+    assert "rl1" not in results and "fam0" not in results  # the CHORUS table: one expert per stage
+    assert "| rl/stage0-rl1 " in times and "| control/families/rl0 " in times  # every step's minutes
 
 
 def test_the_default_pipeline_is_the_staged_world(tmp_path):

@@ -154,6 +154,15 @@ def _validity_findings(t) -> list[str]:
     return lines
 
 
+def _machine(steps: list[dict]) -> str:
+    """The machine kind the steps' summaries record (tracking.record.machine_kind), or 'not recorded'."""
+    import json
+
+    kinds = {json.loads(p.read_text()).get("machine") for s in steps
+             if (p := Path(s["run_dir"]) / "summary.json").exists()} - {None}
+    return ", ".join(sorted(map(str, kinds))) or "not recorded"
+
+
 TIMING = (("generation", "generation_s"), ("simulation wait", "simulation_wait_s"), ("training", "training_s"))
 
 
@@ -175,6 +184,17 @@ def steps_table(steps: list[dict]):
         row["other"] = round(max(0.0, wall - known) / 60, 1) if known is not None and wall else None
         rows.append({**row, "run dir": s["run_dir"]})
     return pd.DataFrame(rows)
+
+
+def busy_minutes(steps: list[dict]) -> float:
+    """Minutes in which at least one step ran: the union of the steps' [started, ended] intervals, so
+    steps side by side count once and the gaps of a stopped and resumed pipeline not at all."""
+    spans = sorted((s["started"], s["ended"]) for s in steps if "started" in s and "ended" in s)
+    total, reach = 0.0, float("-inf")
+    for start, end in spans:
+        total += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return total / 60
 
 
 def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict] | None = None, title: str = "CHORUS",
@@ -257,7 +277,10 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
                   "had finished (simulation overlapped with generation is not counted twice), and training "
                   "(SFT steps, RL weight updates); `other` is the rest (loading, checkpoints, start-up).", "",
                   steps_table(steps).to_markdown(index=False), "",
-                  "Each step alone:", "", "```", *[s["command"] for s in steps], "```", ""]
+                  f"Busy wall clock {busy_minutes(steps):.1f} min (at least one step running), "
+                  f"{sum(s.get('seconds') or 0.0 for s in steps) / 60:.1f} step-minutes; machine: "
+                  f"{_machine(steps)}.", "",
+                  "Each step alone:", "", "```", *[s["command"] for s in steps if "command" in s], "```", ""]
     if runs.skipped:
         lines += ["Skipped run dirs: " + "; ".join(f"{p} ({why})" for p, why in runs.skipped), ""]
     path = out / "REPORT.md"

@@ -80,7 +80,8 @@ def _status(end: Ended, step: Step) -> str:
 
 def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None = None,
               poll_s: float = 0.5, report_every_s: float = 60.0, launcher: Launcher | None = None) -> list[dict]:
-    """Run (or skip) every step; returns one record per step: name, status, seconds, run_dir, log.
+    """Run (or skip) every step; returns one record per step: name, status, seconds, run_dir, log, and
+    for a step that ran (now or in the run a skipped one was kept from) its start and end (Unix time).
     `env`: variables added to the environment the steps run in; `launcher`: local subprocesses
     unless given (launchers.make_launcher)."""
     launcher = launcher or LocalLauncher()
@@ -96,8 +97,9 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
     for s in steps:
         if s.done():
             old = before.get(s.name, {})
-            kept = old.get("seconds", 0.0) if old.get("run_dir") == str(s.run_dir) else 0.0
-            records[s.name].update(status="skipped (done)", seconds=kept)  # the time it took when it ran
+            same = old.get("run_dir") == str(s.run_dir)  # the time it took when it ran, and when that was
+            records[s.name].update(status="skipped (done)", seconds=old.get("seconds", 0.0) if same else 0.0,
+                                   **{k: old[k] for k in ("started", "ended") if same and k in old})
     running: dict[str, tuple[StepHandle, float]] = {}  # name -> (the launcher's handle, start time)
     failed: list[str] = []
     why: dict[str, str] = {}  # a launcher's account of a step it lost
@@ -139,7 +141,7 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                         show_progress(name, bars[name])
                         continue
                     del running[name]
-                    rec["seconds"] = round(time.time() - start, 1)
+                    rec["seconds"], rec["ended"] = round(time.time() - start, 1), round(time.time(), 1)
                     rec["status"] = _status(end, by_name[name])
                     if rec["status"] != "done":
                         failed.append(name)
@@ -150,7 +152,7 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                          and all(records[a]["status"] in ("done", "skipped (done)") for a in s.after)]
                 for s in ready[:max(0, jobs - len(running))]:
                     rec = records[s.name]
-                    rec["status"] = "running"
+                    rec["status"], rec["started"] = "running", round(time.time(), 1)
                     (s.hydra_dir(hydra) / ERROR_FILE).unlink(missing_ok=True)
                     running[s.name] = (launcher.start(s.name, s.argv(s.hydra_dir(hydra)), Path(rec["log"]), env),
                                        time.time())
