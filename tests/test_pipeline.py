@@ -266,10 +266,11 @@ def test_the_default_pipeline_is_the_staged_world(tmp_path):
         by["sft/stage0"].overrides)
     assert "sft_stage.repair_from=own" in by["sft/stage1"].overrides
     assert "sft_stage.prioritise_samples=4" in by["sft/stage2"].overrides
-    # the held-out split: 208 designs per family, the classes no expert learned in the validation pilot pruned
-    assert {"tasks.difficulty=mixed", "tasks.per_family=208", "n_samples=16"} <= set(by["baseline/random"].overrides)
+    # the held-out split: 240 designs per family, the classes no expert learned in the validation pilot pruned
+    assert {"tasks.difficulty=mixed", "tasks.per_family=240", "n_samples=16"} <= set(by["baseline/random"].overrides)
     assert any(o.startswith("tasks.prune=[alu/easy/exact,") for o in by["baseline/random"].overrides)
-    assert "sft_stage.skills=[exact]" in by["sft/stage0"].overrides  # each stage its own skill
+    assert "sft_stage.skills=[exact,climb]" in by["sft/stage0"].overrides  # each stage its own skills
+    assert "sft_stage.repair_skills=[exact,sweep]" in by["sft/stage1"].overrides
     assert "sft_stage.skills=[climb]" in by["sft/stage2"].overrides
     # one expert per stage (rl_seeds 1), each with its own RL seed: v1's shared seed confounded stage with it
     assert [n for n in by if n.startswith("rl/")] == ["rl/stage0", "rl/stage1", "rl/stage2"]
