@@ -7,7 +7,7 @@ a quarter of its time in attention and a fifth in the kernel, faulting pages). H
 
 - the prefix: keys/values [prompts, kv_heads, prefix_len, head_dim] and which positions are real
   (prompts are left-padded), written once;
-- the suffix: each live row's own tokens, [rows, kv_heads, <= max_new_tokens + 1, head_dim];
+- the suffix: each live row's own tokens, [rows, kv_heads, <= max_new_tokens, head_dim];
 - each row's prompt and slot (its sample number), so a finished row leaves only the suffix.
 
 A decode step's attention (one query token a row) scores the row's query against its prompt's
@@ -110,9 +110,8 @@ def prefix_cache(prefilled: Cache, real: torch.Tensor, n: int, capacity: int) ->
     """The cache the decode loop continues from: `prefilled` holds each prompt's prefix once (not
     repeated for its samples); `real` [P, Lp] marks its non-padding positions; `capacity` decode
     positions a row at most."""
-    cache = DynamicCache()
-    cache.layers = [SharedPrefixLayer(layer.keys, layer.values, real.bool(), n, capacity)
-                    for layer in prefilled.layers]
+    cache, real = DynamicCache(), real.bool()
+    cache.layers = [SharedPrefixLayer(layer.keys, layer.values, real, n, capacity) for layer in prefilled.layers]
     cache.layer_class_to_replicate = None
     return cache
 

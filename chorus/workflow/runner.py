@@ -141,7 +141,8 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                         show_progress(name, bars[name])
                         continue
                     del running[name]
-                    rec["seconds"], rec["ended"] = round(time.time() - start, 1), round(time.time(), 1)
+                    now = time.time()
+                    rec["seconds"], rec["ended"] = round(now - start, 1), round(now, 1)
                     rec["status"] = _status(end, by_name[name])
                     if rec["status"] != "done":
                         failed.append(name)
@@ -152,10 +153,11 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                          and all(records[a]["status"] in ("done", "skipped (done)") for a in s.after)]
                 for s in ready[:max(0, jobs - len(running))]:
                     rec = records[s.name]
-                    rec["status"], rec["started"] = "running", round(time.time(), 1)
+                    start = time.time()
+                    rec["status"], rec["started"] = "running", round(start, 1)
                     (s.hydra_dir(hydra) / ERROR_FILE).unlink(missing_ok=True)
                     running[s.name] = (launcher.start(s.name, s.argv(s.hydra_dir(hydra)), Path(rec["log"]), env),
-                                       time.time())
+                                       start)
                     progress.update(bars[s.name], description=f"{s.name}: started")
                     note(s.name)
                 if not running and (failed or not ready):
