@@ -100,10 +100,21 @@ def plan(c: dict) -> list:
     steps: dict[str, Step] = {}
     owns: dict[str, tuple] = {}  # each step's (own preset settings, wiring): without the shared ones
 
-    def consolidation_step(name: str, method: str, preset: list[str], experts: dict, tag: str = "") -> Step:
+    def consolidation_step(name: str, method: str, preset: list[str], experts: dict, tag: str = "",
+                           soup: Step | None = None) -> Step:
         """method over `experts` (teacher name -> its step), the pool's teachers pointed at their planned
-        checkpoints in order (and renamed where the names differ from the pool's)."""
+        checkpoints in order (and renamed where the names differ from the pool's). OPD's student, when
+        the preset names soup or an SFT stage, is that planned checkpoint (`soup`: the plan's soup of
+        the same experts), so OPD and its controls start from the very same weights."""
         wiring = [f"consolidation={method}", *([f"run_tag={tag}"] if tag else [])]
+        after = [e.name for e in experts.values()]
+        if method == "opd":
+            student = compose_step(name, base + train + list(preset) + extra + wiring)["consolidation"]["student"]
+            if student == "soup" and soup is not None:
+                wiring.append(f"consolidation.student={soup.run_dir / 'hf'}")
+                after.append(soup.name)
+            elif student in STAGES:
+                wiring.append(f"consolidation.student={checkpoint_of(student)}")
         pool = compose_step(name, base + train + list(preset) + extra + wiring)["teacher_pool"]["teachers"]
         if len(pool) != len(experts):
             raise ValueError(f"step {name}: teacher_pool has {len(pool)} teachers for {len(experts)} experts")
@@ -113,7 +124,7 @@ def plan(c: dict) -> list:
                 wiring.append(f"teacher_pool.teachers.{i}.name={expert}")
         if method != "soup":
             wiring.append(f"teacher_pool.base={checkpoint_of('stage0')}")
-        return step(name, preset, [e.name for e in experts.values()], wiring)
+        return step(name, preset, after, wiring)
 
     def checkpoint_of(stage: str) -> str:  # what a stage hands on: the real checkpoint, else its planned dir
         return ext.get(stage) or str(steps[f"sft/{stage}"].run_dir / "hf")
@@ -139,11 +150,12 @@ def plan(c: dict) -> list:
                                 f"seed={rl_seed(c['seed'], i, j)}", *([f"run_tag=rl{j}"] if j else [])])
     experts = {s: steps[expert_name(s, 0)] for s in STAGES}
     for method, preset in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
-        steps[f"consolidation/{method}"] = consolidation_step(f"consolidation/{method}", method, preset, experts)
+        steps[f"consolidation/{method}"] = consolidation_step(f"consolidation/{method}", method, preset, experts,
+                                                              soup=steps.get("consolidation/soup"))
     if p["controls"]["families"] and "stage0" in ext:
         raise ValueError("pipeline.controls.families fine-tunes the base as stage 0 does; it cannot run with "
                          "checkpoints.stage0 (an external stage 0)")
-    for s in control_steps(p["controls"], p["opd"], step, consolidation_step, owns):
+    for s in control_steps(p["controls"], p["opd"], p["merge"], step, consolidation_step, owns, checkpoint_of("stage0")):
         steps[s.name] = s
     steps["baseline/random"] = held_out_evaluation(
         steps["rl/stage0"], compose_step, c["runs_dir"], "baseline/random", ["policy=random", f"policy.seed={c['seed']}"])
@@ -161,12 +173,14 @@ def plan(c: dict) -> list:
     return list(steps.values())
 
 
-def control_steps(ctl: dict, opd: list[str], step, consolidation_step, owns: dict) -> list:
+def control_steps(ctl: dict, opd: list[str], merge: list[str], step, consolidation_step, owns: dict,
+                  stage0: str) -> list:
     """The study's positive control (pipeline.controls.families), planned from the pipeline's own steps:
-    per family group a fine-tune of the base with stage 0's settings on that group's designs only, each
-    made an expert by stage 0's DAPO procedure (its RL seed too), the experts consolidated by OPD (the
-    pipeline's OPD settings, then controls.opd). Step names start with control/. (The negative control,
-    one stage's experts at other RL seeds, is the experts' own replicates: controls.rl_seeds.)"""
+    per family group a fine-tune of the stage-0 SFT checkpoint `stage0` on that group's designs only
+    (stage 0's settings, then controls.family_sft), each made an expert by stage 0's DAPO procedure (its
+    RL seed too); their soup, and OPD over them (the pipeline's OPD settings, then controls.opd). Step
+    names start with control/. (The negative control, one stage's experts at other RL seeds, is the
+    experts' own replicates: controls.rl_seeds.)"""
     out = []
     groups = ctl["families"]
     if groups:
@@ -176,15 +190,19 @@ def control_steps(ctl: dict, opd: list[str], step, consolidation_step, owns: dic
         experts = {}
         for i, group in enumerate(groups):
             own, wiring = owns["sft/stage0"]
-            # every skill of its families: complementarity by construction, not by what stage 0 leaves out
-            sft = step(f"control/families/sft{i}", own, [], [*wiring, f"sft_stage.tasks.families=[{','.join(group)}]",
-                                                          "sft_stage.skills=null", f"run_tag=fam{i}"])
+            # forked from stage 0, so the family experts share a lineage and their soup is a competent
+            # student (OPD's "new student"); every skill of its families: complementarity by construction
+            sft = step(f"control/families/sft{i}", [*own, *ctl["family_sft"]], ["sft/stage0"],
+                       [*wiring, f"sft_stage.init={stage0}", f"sft_stage.tasks.families=[{','.join(group)}]",
+                        "sft_stage.skills=null", f"run_tag=fam{i}"])
             own, wiring = owns["rl/stage0"]
             wiring = [o for o in wiring if not o.startswith("sft_stage.checkpoint=")]
             experts[f"fam{i}"] = step(f"control/families/rl{i}", own, [sft.name],
                                       [*wiring, f"sft_stage.checkpoint={sft.run_dir / 'hf'}", f"run_tag=fam{i}"])
             out += [sft, experts[f"fam{i}"]]
-        out.append(consolidation_step("control/families/opd", "opd", [*opd, *ctl["opd"]], experts, tag="families"))
+        soup = consolidation_step("control/families/soup", "soup", merge, experts, tag="families")
+        out += [soup, consolidation_step("control/families/opd", "opd", [*opd, *ctl["opd"]], experts,
+                                         tag="families", soup=soup)]
     return out
 
 

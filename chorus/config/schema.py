@@ -453,9 +453,11 @@ class ControlsConf:
     # the secondary protocol: each stage's first expert evaluated again on the held-out tasks with this
     # many feedback turns (protocol=agentic, chorus.evaluate); 0 = none
     agentic_rounds: int = 0
-    # positive control: one fine-tune of the base per family group (stage 0's settings, only that
-    # group's designs), each made a DAPO expert and the experts consolidated by OPD (`opd` overrides)
+    # positive control: one fine-tune of the stage-0 SFT checkpoint per family group (stage 0's
+    # settings, then `family_sft`; only that group's designs, every skill), each made a DAPO expert; the
+    # experts' soup, and OPD over them (the pipeline's OPD settings, then `opd`)
     families: List[List[str]] = field(default_factory=list)
+    family_sft: List[str] = field(default_factory=list)
     opd: List[str] = field(default_factory=list)
 
 
