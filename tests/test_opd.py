@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from chorus.config.schema import ConsolidationConf, RewardConfig, TeacherPoolConf
-from chorus.config.modes import Divergence, OPDMode
+from chorus.config.modes import Divergence, GateMetric, OPDMode
 from chorus.opd.losses import generalized_jsd, pg_advantages, reverse_kl
-from chorus.opd.routing import route
+from chorus.opd.routing import ROUTINGS, route, route_no_gate, route_random
 from chorus.rl.losses import clipped_pg_loss
 from chorus.opd.run import train_opd
 from chorus.opd.teachers import Teacher, TeacherRewards
@@ -31,6 +31,44 @@ def test_route_picks_the_best_teacher_only_when_it_beats_the_student_by_the_marg
 def test_route_breaks_ties_by_pool_order_not_dict_order():
     assert route({"b": 0.8, "a": 0.8}, 0.1).teacher == "a"
     assert route({"a": 0.8, "b": 0.8}, 0.1, order=["b", "a"]).teacher == "b"
+
+
+def test_the_controls_routings_each_change_one_thing():
+    """random keeps the gate's decision and draws the teacher; no_gate keeps the best teacher and drops
+    the gate (the student's lead no longer skips a task)."""
+    import random
+
+    rewards = {"a": 0.5, "b": 0.8, "c": None}
+    # the student is ahead: gated and random skip, no_gate still routes to the best
+    assert route_random(rewards, 0.9, rng=random.Random(0)).teacher is None
+    nogate = route_no_gate(rewards, 0.9)
+    assert (nogate.teacher, nogate.reason, nogate.teacher_reward) == ("b", "no_gate", 0.8)
+    assert route_no_gate({"a": None}, 0.1).reason == "no_teacher_reward"
+    # the student is behind: random draws among the teachers with a reward, uniformly (never c)
+    rng = random.Random(1)
+    drawn = [route_random(rewards, 0.1, rng=rng).teacher for _ in range(2000)]
+    assert set(drawn) == {"a", "b"} and abs(drawn.count("a") / 2000 - 0.5) < 0.05
+    again = random.Random(1)
+    assert [route_random(rewards, 0.1, rng=again).teacher for _ in range(2000)] == drawn  # reproducible
+    assert set(ROUTINGS) == {"gated", "random", "no_gate"} and ROUTINGS["gated"] is route
+
+
+def test_the_pass_rate_gate_compares_the_share_of_passing_samples(tmp_path):
+    """gate=pass_rate: a teacher's value is its share of passing samples (harness errors left out), so
+    a teacher with higher coverage that passes less is not the better one."""
+    from chorus.opd.teachers import mean_rewards
+
+    rows = [{"task_id": "t", "status": "ok", "overall": 90.0, "passed": False},
+            {"task_id": "t", "status": "ok", "overall": 100.0, "passed": True},
+            {"task_id": "t", "status": "compile_error", "overall": None, "passed": False},
+            {"task_id": "t", "status": "harness_error", "overall": None, "passed": False},
+            {"task_id": "u", "status": "harness_error", "overall": None, "passed": False}]
+    assert mean_rewards(rows, RewardConfig(), "pass_rate") == {"t": pytest.approx(1 / 3), "u": None}
+    assert mean_rewards(rows, RewardConfig(pass_bonus=0.0), "reward")["t"] == pytest.approx((0.9 + 1.0 + 0.0) / 3)
+    (tmp_path / "per_task.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = TeacherRewards([Teacher("a", str(tmp_path), "table", str(tmp_path))], ["t"], reward_cfg=RewardConfig(),
+                         gate="pass_rate").for_tasks([FakeTask("t")])
+    assert got == {"t": {"a": pytest.approx(1 / 3)}}
 
 
 def test_distillation_losses_hand_computed():
@@ -90,6 +128,7 @@ def test_teacher_rewards_from_tables_online_and_the_missing_policy(tmp_path):
                            reward_cfg=RewardConfig())
     assert again.for_tasks([FakeTask("t3")])["t3"] == {"a": 0.25, "b": 0.25}  # a's gap filled online
     assert asked[-1] == ("a", ["t3"])  # b came from the cache written by the first run
+    assert again.fallback == {"a": 1} and rewards.fallback == {}  # how many tasks a's table lacked
 
 
 def table_reward(name: str, task_index: int) -> float:
@@ -109,14 +148,18 @@ def pool(sft_xs, tiny_xs, rl_tasks, tmp_path_factory):
             json.dumps({"task_id": t.id, "status": "ok", "overall": table_reward(name, i),
                         "passed": table_reward(name, i) >= t.target}) + "\n" for i, t in enumerate(rl_tasks)))
         teachers.append(Teacher(name, str(root / name), "table", str(root / f"{name}_eval")))
-    return teachers + [Teacher("random", str(tiny_xs), "online")]
+    # the untrained model as a third teacher: a copy, since the tests' student is tiny_xs itself and a
+    # student is never one of its own teachers
+    shutil.copytree(tiny_xs, root / "random")
+    return teachers + [Teacher("random", str(root / "random"), "online")]
 
 
-OPD = ConsolidationConf(name="opd", teachers_in_memory=False)  # mode pg, margin 0: the schema's defaults
+# mode pg, margin 0, gated routing: the schema's defaults; the gate on the tables' coverage reward
+OPD = ConsolidationConf(name="opd", teachers_in_memory=False, gate=GateMetric.reward)
 
 
 @pytest.mark.parametrize("opd", [OPD, ConsolidationConf(name="opd", mode=OPDMode.direct, divergence=Divergence.jsd,
-                                                        teachers_in_memory=True)])
+                                                        teachers_in_memory=True, gate=GateMetric.reward)])
 def test_tiny_opd_routes_to_the_better_teacher_and_updates_the_student(opd, pool, tiny_xs, rl_tasks, eval_tasks,
                                                                         sim, tmp_path):
     info = train_opd(str(tiny_xs), TeacherPoolConf(teachers=pool, online_samples=2), rl_tasks, eval_tasks[:1],
@@ -149,23 +192,43 @@ def test_tiny_opd_routes_to_the_better_teacher_and_updates_the_student(opd, pool
     assert (tmp_path / "per_task.parquet").exists()
 
 
-def test_student_init_is_the_soup_a_stage_a_teacher_or_a_path(pool, tiny_xs, tmp_path):
-    from chorus.opd.run import resolve_student
+def test_student_init_is_the_soup_a_stage_or_a_path_never_a_teacher(pool, tiny_xs, tmp_path):
+    from chorus.opd.run import check_student, resolve_student
 
     soup = resolve_student("soup", pool[:2], tmp_path / "runs", tmp_path / "out")
     assert json.loads((tmp_path / "out/student_soup/merge.json").read_text())["method"] == "soup"
     assert soup == str(tmp_path / "out/student_soup")
-    assert resolve_student("spiky", pool, tmp_path / "runs", tmp_path / "out") == pool[1].checkpoint
-    # teacher:<name> reaches a teacher that shares its name with a stage (three_experts' stage0..2)
+    # a teacher, by name or teacher:<name> (three_experts' teachers share the stages' names), is refused
     staged = [dataclasses.replace(t, name=f"stage{i}") for i, t in enumerate(pool)]
-    assert resolve_student("teacher:stage1", staged, tmp_path / "runs", tmp_path / "out") == pool[1].checkpoint
-    with pytest.raises(ValueError, match="the pool has no teacher 'stage7'; its teachers are"):
-        resolve_student("teacher:stage7", staged, tmp_path / "runs", tmp_path / "out")
+    for choice in ("spiky", "teacher:spiky"):
+        with pytest.raises(ValueError, match="one of the pool's teachers: .* only the own-teacher control"):
+            resolve_student(choice, pool, tmp_path / "runs", tmp_path / "out")
+    with pytest.raises(ValueError, match="one of the pool's teachers"):
+        resolve_student("teacher:stage1", staged, tmp_path / "runs", tmp_path / "out")
+    # ... and so is a path that is a teacher's checkpoint
+    with pytest.raises(ValueError, match="is teacher spiky's checkpoint"):
+        check_student(pool[1].checkpoint, pool)
     assert resolve_student(str(tiny_xs), pool, tmp_path / "runs", tmp_path / "out") == str(tiny_xs)
     with pytest.raises(FileNotFoundError, match="job=sft sft_stage=stage1"):
         resolve_student("stage1", pool, tmp_path / "runs", tmp_path / "out")
-    with pytest.raises(ValueError, match="neither soup, a stage, a teacher"):
+    with pytest.raises(ValueError, match="neither soup, a stage .* nor a checkpoint directory"):
         resolve_student("nobody", pool, tmp_path / "runs", tmp_path / "out")
+
+
+def test_a_teacher_with_another_tokenizer_is_refused_in_one_line(pool, tiny_xs, tmp_path):
+    from chorus.opd.run import check_student
+    from chorus.policy.models import load_tokenizer
+
+    other = tmp_path / "other"
+    shutil.copytree(pool[0].checkpoint, other)
+    tok = load_tokenizer(str(other))
+    tok.add_tokens(["<extra_token>"])
+    tok.save_pretrained(str(other))
+    check_student(str(tiny_xs), pool)  # one tokenizer across the pool: accepted
+    with pytest.raises(ValueError, match=r"teacher odd's tokenizer differs from the student's \(\d+ vs \d+ tokens, "
+                                         r"1 entries differ\)") as err:
+        check_student(str(tiny_xs), [*pool, Teacher("odd", str(other), "online")])
+    assert "\n" not in str(err.value)
 
 
 def test_a_teacher_identical_to_the_student_is_at_zero_kl_at_the_sampling_temperature(sft_xs, rl_tasks, eval_tasks,
@@ -176,7 +239,8 @@ def test_a_teacher_identical_to_the_student_is_at_zero_kl_at_the_sampling_temper
     table.mkdir()
     (table / "per_task.jsonl").write_text("".join(
         json.dumps({"task_id": t.id, "status": "ok", "overall": 100.0, "passed": True}) + "\n" for t in rl_tasks))
-    teacher = Teacher("self", str(sft_xs), "table", str(table))
+    shutil.copytree(sft_xs, tmp_path / "same_weights")  # the student's weights under another name
+    teacher = Teacher("self", str(tmp_path / "same_weights"), "table", str(table))
     train_opd(str(sft_xs), TeacherPoolConf(teachers=[teacher]), rl_tasks, eval_tasks[:1],
               context(tmp_path / "run", sim), opd=OPD,
               rl=rl_settings(steps=1, prompts_per_step=2, group_size=2, temperature=0.5, lr=0.0))

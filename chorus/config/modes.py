@@ -60,6 +60,19 @@ class Divergence(Choice):
     jsd = enum.auto()  # generalised JSD with consolidation.beta
 
 
+class Routing(Choice):
+    """consolidation.routing (opd): chorus.opd.routing.ROUTINGS."""
+    gated = enum.auto()  # CHORUS: the best teacher, only where it beats the student
+    random = enum.auto()  # control: where gated routes, a random teacher
+    no_gate = enum.auto()  # control: always the best teacher
+
+
+class GateMetric(Choice):
+    """consolidation.gate (opd): what teacher and student are compared on."""
+    pass_rate = enum.auto()  # the share of samples that pass (the study's metric); margin in those units
+    reward = enum.auto()  # rl.reward: coverage with its penalties and bonus
+
+
 class TeacherSource(Choice):
     """teacher_pool.teachers[].source: where a teacher's per-task rewards come from."""
     online = enum.auto()  # K teacher samples per task, estimated once and cached in the run dir

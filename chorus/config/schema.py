@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
-from .modes import Difficulty, Divergence, Engine, GenerationMode, InferenceCopyMode, Launcher, LogMode, \
-    MissingRewards, OPDMode, Quality, RepairSource, SFTKind, Split, TeacherSource
+from .modes import Difficulty, Divergence, Engine, GateMetric, GenerationMode, InferenceCopyMode, Launcher, \
+    LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routing, SFTKind, Split, TeacherSource
 from ..sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -321,9 +321,14 @@ class ConsolidationConf:
     # the weight agreeing before the drop, not after it (methods.della)
     normalize: bool = True
     seed: int = 0  # dare, della: the drop masks
-    # opd: soup | stage0|stage1|stage2 (SFT stages) | a teacher's name | teacher:<name> | a checkpoint path
+    # opd: soup | stage0|stage1|stage2 (SFT stages) | a checkpoint path; never one of the teachers (the
+    # student distilling from itself is the own-teacher control: DAPO continuation, pipeline controls.opd_controls)
     student: str = "soup"
-    margin: float = 0.0  # opd: a teacher must beat the student's reward by more than this
+    # opd: gated (CHORUS: the best teacher, only where it beats the student) | random | no_gate (controls)
+    routing: Routing = Routing.gated
+    # opd: what the gate compares: pass_rate (the study's metric) | reward (rl.reward's coverage reward)
+    gate: GateMetric = GateMetric.pass_rate
+    margin: float = 0.0  # opd: a teacher must beat the student on the gate's metric by more than this
     mode: OPDMode = OPDMode.pg  # opd
     divergence: Divergence = Divergence.reverse_kl  # opd mode=direct
     beta: float = 0.5  # opd direct jsd

@@ -4,6 +4,7 @@ teachers score the student's exact tokens at the sampling temperature (T=1: the 
 from __future__ import annotations
 
 import contextlib
+import random
 from dataclasses import dataclass, field
 
 import torch
@@ -12,8 +13,8 @@ from ..config.schema import TrainerConf
 from ..policy.models import load_model
 from ..rl.logprobs import forward_logprobs
 from ..rl.rollouts import RolloutBatch, RolloutSpec, pad_sequences, sample_groups, sample_stats
-from .routing import route
-from .teachers import Teacher, TeacherRewards
+from .routing import ROUTINGS
+from .teachers import Teacher, TeacherRewards, mean_rewards
 
 
 @dataclass
@@ -59,20 +60,21 @@ class TeacherModels:
 
 def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, rewards: TeacherRewards,
                 teachers: TeacherModels, order: list[str], margin: float = 0.0, seed: int = 0,
-                micro_batch: int = 8, logit_chunk: int = 1024,
+                micro_batch: int = 8, logit_chunk: int = 1024, routing: str = "gated", gate: str = "reward",
                 pack_sequences: bool | None = TrainerConf.pack_sequences, after_generation=lambda: None) -> OPDBatch:
     """The student's samples, then `after_generation()` (a vLLM engine sleeps: the teachers that
-    estimate rewards online and score the samples get its memory), then the routing and scoring."""
+    estimate rewards online and score the samples get its memory), then the routing (ROUTINGS[routing],
+    teacher and student compared on `gate`, the teachers' values from `rewards`) and scoring."""
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
     after_generation()
     teacher_r = rewards.for_tasks(tasks)
+    decide, rng = ROUTINGS[routing], random.Random(seed)  # random routing: reproducible per step
     decisions, seqs, rows, teacher_of = [], [], [], []
     for grp in groups:
         task = grp[0]["task"]
-        valid = [s["reward"] for s in grp if s["reward"] is not None]
-        student = sum(valid) / len(valid) if valid else None
-        r = route(teacher_r[task.id], student, margin, order)
+        student = mean_rewards([s["row"] for s in grp], spec.rewards, gate).get(task.id)
+        r = decide(teacher_r[task.id], student, margin, order, rng)
         decisions.append({"task_id": task.id, "teacher": r.teacher, "reason": r.reason,
                           "teacher_reward": r.teacher_reward, "student_reward": student,
                           "teacher_rewards": teacher_r[task.id]})
@@ -102,7 +104,10 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
             kl[name] = float((old[idx] - t_logp[idx])[m].mean())
     all_rows = [s["row"] for grp in groups for s in grp]
     routed = [d for d in decisions if d["teacher"]]
+    margins = [d["teacher_reward"] - d["student_reward"] for d in routed if d["student_reward"] is not None]
     stats = {**sample_stats(all_rows), **timing, "skip_fraction": 1 - len(routed) / max(1, len(decisions)),
+             "routed_fraction": len(routed) / max(1, len(decisions)),
+             "routed_margin_mean": sum(margins) / len(margins) if margins else None,
              **{f"route_{n}": sum(d["teacher"] == n for d in decisions) for n in order},
              **{f"kl_{n}": v for n, v in kl.items()}, "samples_trained": len(rows)}
     return OPDBatch(ids, attn, comp, old, adv, rows=rows, stats=stats, teacher_logprobs=t_logp,

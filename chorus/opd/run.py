@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 from pathlib import Path
 
 from ..config.schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
@@ -17,8 +18,10 @@ from .module import OPDModule
 from .rollouts import TeacherModels, collect_opd
 from .teachers import Teacher, TeacherRewards, check_teachers, mean_rewards
 
+log = logging.getLogger(__name__)
 
-def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: TeacherModels):
+
+def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: TeacherModels, gate: str = "reward"):
     """K teacher samples per task at the training sampling settings, scored like the student's:
     the online teacher reward. Each estimate is a `teacher rewards <name>` progress phase. The
     teacher generates with HF generate on the copy `teachers` gives (the one that scores the
@@ -43,7 +46,7 @@ def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: Teache
                               ctx.sim, workers=ctx.workers, executor=ctx.executor,
                               max_prompt_tokens=rl.max_prompt_tokens, batch_tasks=rl.prompts_per_generate,
                               timing=ctx.timing, progress=False, on_progress=ctx.progress.callback(phase))
-        by_task = mean_rewards(rows, rl.reward)
+        by_task = mean_rewards(rows, rl.reward, gate)
         return {t.id: by_task.get(t.id) for t in tasks}
     return estimate
 
@@ -57,31 +60,60 @@ def log_decisions(out: Path, step: int, batch) -> None:
 def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobContext, *, opd: ConsolidationConf,
               rl: RLConf, trainer: TrainerConf | None = None, ckpt_path: str | None = None) -> dict:
     """Distil the pool's teachers into `student` on its own samples, task by task where a teacher wins
-    (by more than opd.margin); teachers without a reward table are estimated online (pool.online_samples)."""
+    (by more than opd.margin on opd.gate's metric; opd.routing's rule); teachers without a reward
+    table are estimated online (pool.online_samples)."""
     teachers = list(pool.teachers)
     check_teachers(teachers)
+    check_student(student, teachers)
     ctx.out.mkdir(parents=True, exist_ok=True)
     # on the student's device: eval_device until fit starts, then OPDModule.on_fit_start sets each rank's own
     models = TeacherModels(teachers, keep_in_memory=opd.teachers_in_memory or opd.mode == "direct", dtype=ctx.dtype,
                            device=eval_device(trainer or TrainerConf()))
+    gate = str(opd.gate)
     rewards = TeacherRewards(teachers, [t.id for t in tasks], pool.missing,
-                             online_estimator(rl, pool.online_samples, ctx, models),
-                             cache=ctx.out / "teacher_rewards.jsonl", reward_cfg=rl.reward)
+                             online_estimator(rl, pool.online_samples, ctx, models, gate),
+                             cache=ctx.out / "teacher_rewards.jsonl", reward_cfg=rl.reward, gate=gate)
+    for name, n in rewards.fallback.items():  # said once, and kept in summary.json
+        log.warning("teacher %s: its reward table lacks %d of %d training tasks; estimating those online "
+                    "(%d samples each)", name, n, len(tasks), pool.online_samples)
     order = [t.name for t in teachers]
     collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
+                                routing=str(opd.routing), gate=gate,
                                 micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk,
                                 pack_sequences=(trainer or TrainerConf()).pack_sequences)
     module = functools.partial(OPDModule, opd=opd, teachers=models)
-    ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student)})
+    ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student),
+                                         "student_choice": opd.student, "routing": str(opd.routing), "gate": gate,
+                                         "teacher_sources": {t.name: str(t.source) for t in teachers},
+                                         "table_fallback": rewards.fallback})
     return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer, ckpt_path=ckpt_path,
                     objective=Objective(collect=collect, module=module, log_batch=log_decisions))
 
 
+def check_student(student: str, teachers: list[Teacher]) -> None:
+    """Refuse a student that is one of its teachers (it would distil from itself where that teacher is
+    best), and a teacher whose tokenizer differs from the student's (OPD scores the student's own
+    tokens under each teacher, so they must mean the same), each in one line naming the fix."""
+    same = [t.name for t in teachers if Path(t.checkpoint).resolve() == Path(student).resolve()]
+    if same:
+        raise ValueError(f"the OPD student {student} is teacher {same[0]}'s checkpoint: a student distilling from "
+                         "itself is only the own-teacher control (DAPO continuation, pipeline.controls.opd_controls="
+                         "[own_teacher]); start from the soup or a stage (consolidation.student=soup|stage0)")
+    vocab = load_tokenizer(student).get_vocab()
+    for t in teachers:
+        theirs = load_tokenizer(t.checkpoint).get_vocab()
+        if theirs != vocab:
+            differ = len(set(theirs.items()) ^ set(vocab.items()))
+            raise ValueError(f"teacher {t.name}'s tokenizer differs from the student's ({len(theirs)} vs {len(vocab)} "
+                             f"tokens, {differ} entries differ): OPD scores the student's tokens under each teacher; "
+                             "use teachers and a student of one model family")
+
+
 def resolve_student(choice: str, teachers: list[Teacher], runs_dir: str | Path, out: Path,
                     weights: list[float] | None = None) -> str:
-    """The OPD student's init: the soup of the pool, a stage checkpoint, a teacher, or a path.
-    `teacher:<name>` names a teacher even when a stage has the same name (three_experts' teachers
-    are called stage0..2 after the stages their experts started from)."""
+    """The OPD student's init: the soup of the pool (written to <out>/student_soup unless the pipeline
+    passes its soup step's checkpoint as a path), an SFT stage's checkpoint, or a path. Never one of
+    the teachers (check_student says why)."""
     from ..merge.stream import merge_checkpoints
     from ..sft.stages import STAGES, stage_checkpoint
 
@@ -92,16 +124,12 @@ def resolve_student(choice: str, teachers: list[Teacher], runs_dir: str | Path, 
         return str(target)
     if choice in STAGES:
         return str(stage_checkpoint(runs_dir, choice))
-    named = {t.name: t.checkpoint for t in teachers}
-    if choice.startswith("teacher:"):
-        name = choice.split(":", 1)[1]
-        if name not in named:
-            raise ValueError(f"consolidation.student={choice!r}: the pool has no teacher {name!r}; "
-                             f"its teachers are {sorted(named)}")
-        return named[name]
-    if choice in named:
-        return named[choice]
+    named = {t.name for t in teachers}
+    if choice in named or choice.removeprefix("teacher:") in named:
+        raise ValueError(f"consolidation.student={choice!r} is one of the pool's teachers: a student distilling from "
+                         "itself is only the own-teacher control (pipeline.controls.opd_controls=[own_teacher]); "
+                         "use soup or a stage (stage0|stage1|stage2)")
     if (Path(choice) / "config.json").exists():
         return choice
-    raise ValueError(f"consolidation.student={choice!r} is neither soup, a stage, a teacher of the pool "
-                     f"({sorted(named)}) nor a checkpoint directory")
+    raise ValueError(f"consolidation.student={choice!r} is neither soup, a stage (stage0|stage1|stage2) nor a "
+                     "checkpoint directory")

@@ -104,20 +104,29 @@ def _table_path(where: str | None) -> Path | None:
     return None
 
 
-def mean_rewards(rows, cfg: RewardConfig) -> dict[str, float | None]:
-    """Per task, the mean `reward()` of its samples (rows with task_id, status, overall, passed, as
+def gate_value(row: dict, cfg: RewardConfig, gate: str = "reward") -> float | None:
+    """What the gate compares for one sample: its `reward()` (gate=reward), or 1.0 if it passed else 0.0
+    (gate=pass_rate, the study's metric); None for a harness error either way (chorus failed, not the
+    policy)."""
+    if gate == "pass_rate":
+        return None if row["status"] == "harness_error" else float(bool(row["passed"]))
+    return reward(row["status"], row["overall"], row["passed"], cfg)
+
+
+def mean_rewards(rows, cfg: RewardConfig, gate: str = "reward") -> dict[str, float | None]:
+    """Per task, the mean `gate_value` of its samples (rows with task_id, status, overall, passed, as
     chorus.scoring.result_row writes them) that are not harness errors; None for a task whose samples
     are all harness errors: it has no reward, like a task never evaluated."""
     values: dict[str, list[float]] = {}
     for r in rows:
-        value = reward(r["status"], r["overall"], r["passed"], cfg)
+        value = gate_value(r, cfg, gate)
         values.setdefault(r["task_id"], [])
         if value is not None:
             values[r["task_id"]].append(value)
     return {k: sum(v) / len(v) if v else None for k, v in values.items()}
 
 
-def table_rewards(where: str, cfg: RewardConfig) -> dict[str, float | None]:
+def table_rewards(where: str, cfg: RewardConfig, gate: str = "reward") -> dict[str, float | None]:
     """`mean_rewards` over an evaluation's per-task table (its kept answers).
 
     `passed` is the evaluation's own verdict on the exact coverage. It is the student's (coverage >=
@@ -133,23 +142,26 @@ def table_rewards(where: str, cfg: RewardConfig) -> dict[str, float | None]:
     rows = ({"task_id": task_id, "status": status, "overall": None if pd.isna(overall) else float(overall),
              "passed": not pd.isna(passed) and bool(passed)}
             for task_id, status, overall, passed in zip(df["task_id"], df["status"], df["overall"], df["passed"]))
-    return mean_rewards(rows, cfg)
+    return mean_rewards(rows, cfg, gate)
 
 
 class TeacherRewards:
-    """Per-task rewards of every teacher, with the table/online/missing policy applied. `reward_cfg`
-    is the run's rl.reward, the one the student's samples are scored with."""
+    """Per-task rewards of every teacher on the gate's metric (`gate`: pass_rate | reward), with the
+    table/online/missing policy applied. `reward_cfg` is the run's rl.reward, the one the student's
+    samples are scored with. `fallback`: per teacher, how many training tasks its table lacked and
+    are estimated online instead (teacher_pool.missing=online)."""
 
     def __init__(self, teachers: list[Teacher], task_ids: list[str], missing: str = "error",
-                 estimate=None, cache: Path | None = None, *, reward_cfg: RewardConfig):
+                 estimate=None, cache: Path | None = None, *, reward_cfg: RewardConfig, gate: str = "reward"):
         if missing not in list(MissingRewards):
             raise ValueError(f"teacher_pool.missing must be error, online or skip, got {missing!r}")
         self.teachers, self.missing, self.estimate, self.cache = teachers, missing, estimate, cache
         self.known: dict[str, dict[str, float]] = {t.name: {} for t in teachers}
         self.online: dict[str, set[str]] = {t.name: set() for t in teachers}
+        self.fallback: dict[str, int] = {}
         for t in teachers:
             if t.source == "table":
-                table = table_rewards(t.rewards, reward_cfg)
+                table = table_rewards(t.rewards, reward_cfg, gate)
                 self.known[t.name].update({k: v for k, v in table.items() if k in set(task_ids) and v is not None})
                 lacking = sorted(set(task_ids) - set(self.known[t.name]))
                 if lacking and missing == "error":
@@ -157,8 +169,9 @@ class TeacherRewards:
                     raise ValueError(f"teacher {t.name}: its reward table lacks {len(lacking)} of {len(task_ids)} "
                                      f"training tasks (e.g. {lacking[0]}; {harness} of them with only harness "
                                      f"errors); evaluate it on those tasks or set teacher_pool.missing=online|skip")
-                if missing == "online":
+                if missing == "online" and lacking:
                     self.online[t.name].update(lacking)
+                    self.fallback[t.name] = len(lacking)
             else:
                 self.online[t.name].update(task_ids)
         if cache and cache.exists():
