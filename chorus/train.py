@@ -90,18 +90,19 @@ def rl_inputs(c: dict, conf: TrainConf) -> dict:
 
     tasks, eval_tasks = rl_task_sets(c["rl"])
     init = stage_init_checkpoint(conf.sft_stage.name, conf.sft_stage.checkpoint, conf.runs_dir)
-    return {"init": init, "tasks": tasks, "eval_tasks": eval_tasks}
+    return {"init": init, "tasks": tasks, "eval_tasks": eval_tasks, "select_tasks": select_tasks(c["rl"])}
 
 
 def rl(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     from .rl.algos import get_algo
     from .rl.run import train_rl
+    from .rl.selection import run_steps
 
     settings = dataclasses.asdict(conf.rl_algo)
     algo = get_algo(settings.pop("name"), **settings)
     return train_rl(inputs["init"], algo, inputs["tasks"], inputs["eval_tasks"],
-                    reporting(ctx, mirror, "rl step", conf.rl.steps), rl=conf.rl, trainer=conf.trainer,
-                    ckpt_path=conf.ckpt_path)
+                    reporting(ctx, mirror, "rl step", run_steps(conf.rl, len(inputs["tasks"]))), rl=conf.rl,
+                    trainer=conf.trainer, ckpt_path=conf.ckpt_path, select_tasks=inputs["select_tasks"])
 
 
 def consolidation_inputs(c: dict, conf: TrainConf) -> dict:
@@ -122,20 +123,21 @@ def consolidation_inputs(c: dict, conf: TrainConf) -> dict:
     elif cons.student == "soup":
         check_merge("soup", experts, weights=cons.weights)
     tasks, eval_tasks = rl_task_sets(c["rl"])
-    return {"teachers": teachers, "tasks": tasks, "eval_tasks": eval_tasks}
+    return {"teachers": teachers, "tasks": tasks, "eval_tasks": eval_tasks, "select_tasks": select_tasks(c["rl"])}
 
 
 def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     from .merge.run import merge_and_evaluate
     from .opd.run import resolve_student, train_opd
+    from .rl.selection import run_steps
 
     cons, pool = conf.consolidation, conf.teacher_pool
     if cons.name in MERGE_OPTIONS:
         return merge_and_evaluate(cons, pool, inputs["eval_tasks"], conf.rl, ctx, trainer=conf.trainer)
     student = resolve_student(cons.student, inputs["teachers"], conf.runs_dir, ctx.out, cons.weights)
     return train_opd(student, pool, inputs["tasks"], inputs["eval_tasks"],
-                     reporting(ctx, mirror, "opd step", conf.rl.steps), opd=cons, rl=conf.rl, trainer=conf.trainer,
-                     ckpt_path=conf.ckpt_path)
+                     reporting(ctx, mirror, "opd step", run_steps(conf.rl, len(inputs["tasks"]))), opd=cons,
+                     rl=conf.rl, trainer=conf.trainer, ckpt_path=conf.ckpt_path, select_tasks=inputs["select_tasks"])
 
 
 def job_dtype(job: str, conf: TrainConf) -> str:
@@ -242,6 +244,14 @@ def rl_task_sets(r: dict, only: str | None = None) -> list[list]:
             raise ValueError(f"rl.{key} selects no tasks; check its split, per_family, families and difficulty")
         sets.append(chosen)
     return sets
+
+
+def select_tasks(r: dict) -> list | None:
+    """rl.select_every's validation tasks: rl.eval_tasks' designs of the validation split (None when the
+    run chooses no checkpoint)."""
+    if not r["select_every"]:
+        return None
+    return rl_task_sets({"select": {**r["eval_tasks"], "split": "validation"}}, "select")[0]
 
 
 JOBS = {"sft": (sft_inputs, sft), "rl": (rl_inputs, rl), "consolidation": (consolidation_inputs, consolidate)}

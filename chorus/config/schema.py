@@ -289,6 +289,14 @@ class RLConf:
     tasks: TasksConf = field(default_factory=lambda: TasksConf(name="generated", seed=100, split=Split.train))
     eval_tasks: TasksConf = field(default_factory=lambda: TasksConf(name="generated", seed=100, split=Split.test))
     eval_every: int = 0  # steps between held-out evaluations; 0 = only at the end
+    # null = rl.steps rollouts; else as many as draw every training task this many times (rounded up)
+    passes: Optional[float] = None
+    # steps between validation evaluations that choose the weights the run exports and evaluates (the
+    # init, step 0, and the last step always among them; highest Pass@1, earliest of equals:
+    # rl/selection.py); 0 = the last step's weights. The validation tasks: rl.eval_tasks with
+    # split=validation, rl.select_samples samples each
+    select_every: int = 0
+    select_samples: int = 4
     eval_samples: int = 2
     # held-out sampling temperature; null = rl.temperature. Keep it equal across compared runs, e.g.
     # OPD trains at T=1 while experts may train at T=0.5

@@ -58,7 +58,8 @@ def log_decisions(out: Path, step: int, batch) -> None:
 
 
 def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobContext, *, opd: ConsolidationConf,
-              rl: RLConf, trainer: TrainerConf | None = None, ckpt_path: str | None = None) -> dict:
+              rl: RLConf, trainer: TrainerConf | None = None, ckpt_path: str | None = None,
+              select_tasks=None) -> dict:
     """Distil the pool's teachers into `student` on its own samples, task by task where a teacher wins
     (by more than opd.margin on opd.gate's metric; opd.routing's rule); teachers without a reward
     table are estimated online (pool.online_samples)."""
@@ -87,7 +88,7 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                                          "teacher_sources": {t.name: str(t.source) for t in teachers},
                                          "table_fallback": rewards.fallback})
     return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer, ckpt_path=ckpt_path,
-                    objective=Objective(collect=collect, module=module, log_batch=log_decisions))
+                    select_tasks=select_tasks, objective=Objective(collect=collect, module=module, log_batch=log_decisions))
 
 
 def check_student(student: str, teachers: list[Teacher]) -> None:

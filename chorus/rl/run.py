@@ -33,6 +33,7 @@ from .checkpoints import WeightSnapshots, resume_checkpoint, resume_step
 from .module import Hooks, RLModule
 from .preemption import StopOnSignal
 from .rollouts import RolloutSpec, collect
+from .selection import Selection, run_steps, select_steps
 from .task_sampler import TaskSampler
 
 log = logging.getLogger("chorus.rl")
@@ -128,6 +129,9 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
     if trainer.strategy == "fsdp" and rl.lora.r > 0:  # the vLLM sync merges each adapted layer whole
         raise ValueError("trainer=fsdp with LoRA is not supported (the vLLM sync merges the adapter into whole, "
                          "unsharded layers); use trainer=ddp with LoRA, or full fine-tuning (rl.lora.r=0)")
+    if rl.select_every and trainer.strategy in ("ddp", "fsdp"):
+        raise ValueError(f"rl.select_every evaluates and keeps one device's weights; with trainer={trainer.strategy} "
+                         "set rl.select_every=0 (the last step's weights)")
     for key in ("save_every", "resume_every"):
         if getattr(rl, key) < 0:
             raise ValueError(f"rl.{key}={getattr(rl, key)} is negative; use a step count, or 0 for none")
@@ -141,12 +145,19 @@ def inference_copy(rl: RLConf, trainer: TrainerConf, dtype: str) -> bool:
 
 def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl: RLConf,
              trainer: TrainerConf | None = None, objective: Objective = Objective(),
-             ckpt_path: str | None = None) -> dict:
-    """RL (or another on-policy objective) from `init` into ctx.out for rl.steps rollout iterations;
-    resumes from <run dir>/ckpt/last.ckpt if rl.resume, else from the Lightning checkpoint `ckpt_path`
-    when given (its step, optimizer and data position). ctx.on_step also hears each step's scalars."""
+             ckpt_path: str | None = None, select_tasks=None) -> dict:
+    """RL (or another on-policy objective) from `init` into ctx.out for rl.steps rollout iterations (or
+    rl.passes over `tasks`); resumes from <run dir>/ckpt/last.ckpt if rl.resume, else from the Lightning
+    checkpoint `ckpt_path` when given (its step, optimizer and data position). With rl.select_every, the
+    weights exported and evaluated are those with the best Pass@1 on `select_tasks` (validation; rl/selection.py).
+    ctx.on_step also hears each step's scalars."""
     trainer = trainer or TrainerConf()
     check_run(algo, rl, trainer)
+    rl = dataclasses.replace(rl, steps=run_steps(rl, len(tasks)))
+    if rl.select_every and not select_tasks:
+        raise ValueError("rl.select_every chooses the checkpoint on validation tasks, and this run has none; "
+                         "set rl.select_every=0 or give it validation tasks")
+    selection = Selection(ctx.out, select_steps(rl, rl.steps)) if rl.select_every else None
     use_copy = inference_copy(rl, trainer, ctx.dtype)  # a bad rl.inference_copy fails before any model loads
     out = ctx.out
     out.mkdir(parents=True, exist_ok=True)
@@ -201,6 +212,22 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
                                              gpu_memory=rl.vllm_memory, **vllm_options(rl, fit))
             _engine_sync(engines.engine)(policy)  # the weights it trains from: the init's or the restored ones
 
+        def validate(step: int, policy) -> None:  # rl.select_every: one point of the validation curve
+            was_training = policy.training
+            policy.eval()
+            summary = evaluate_policy(engines.engine, tok, select_tasks,
+                                      dataclasses.replace(rl, eval_samples=rl.select_samples), ctx,
+                                      out_dir=selection.dir / f"step_{step}", phase=f"validation at step {step}")
+            selection.record(step, summary, policy)
+            policy.train(was_training)
+
+        def start_and_validate(policy) -> None:  # the init's validation point, once the sampler is ready
+            sampler_start = start if vllm else (inference.place if inference else None)
+            if sampler_start:
+                sampler_start(policy)
+            if fit.global_step == 0 and not any(r["step"] == 0 for r in selection.curve()):
+                validate(0, policy)
+
         def after_step(step: int, batch, stats: dict) -> None:
             log.info("step %d/%d reward %.3f±%.3f compile %.2f pass %.2f distinct %.2f trained %d "
                      "gen %.1fs sim %.1fs update %.1fs", step, rl.steps, stats["reward_mean"], stats["reward_std"],
@@ -218,6 +245,8 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
                 objective.log_batch(out, step, batch)
             if ctx.on_step:
                 ctx.on_step(step, stats)
+            if selection and step in selection.steps:
+                validate(step, model)
             if rl.eval_every and step % rl.eval_every == 0 and step < rl.steps:
                 model.eval()
                 evaluate_policy(engines.engine, tok, eval_tasks, rl, ctx, out_dir=out / "eval" / f"step_{step}",
@@ -228,13 +257,16 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         hooks = Hooks(rollout, state=sampler.state_dict, restore=sampler.load_state_dict, on_step=after_step,
                       sync_weights=(lambda m: _engine_sync(engines.engine)(m)) if vllm else
                       (inference.refresh if inference else None),
-                      start=start if vllm else (inference.place if inference else None))
+                      start=start_and_validate if selection else start if vllm else
+                      (inference.place if inference else None))
         use_gradient_checkpointing(model, trainer)
         module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
                                   logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
         last = ckpt_dir / "last.ckpt"
         resume = str(last) if rl.resume and last.exists() else ckpt_path
         _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), resume_step(resume) if resume else 0)
+        if selection:
+            selection.trim(resume_step(resume) if resume else 0)
         model.train()
         with warnings.catch_warnings():  # the post-update state is exactly what a resume needs
             warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
@@ -247,6 +279,11 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         if not fit.is_global_zero:
             return {}
         policy.eval()
+        if selection:  # the validation's choice, exported and evaluated in place of the last step's weights
+            best = selection.restore(policy)
+            ctx = dataclasses.replace(ctx, meta={**ctx.meta, "selected_step": best["step"],
+                                                 "selected_validation_pass": best["pass_rate"],
+                                                 "selection": selection.curve()})
         # full precision by default: merges work on task vectors that bf16 rounding would erase
         export = export_merged(policy, tok, out / "hf", dtype=rl.export_dtype)
         record = {**ctx.meta, "init": init, "checkpoint": str(export), "steps": fit.global_step,
