@@ -48,7 +48,7 @@ def in_report(name: str) -> bool:
     """REPORT.md's table keeps to one expert per stage and what is built from them; the other
     replicates and the control/ steps go to its Controls section."""
     m = EXPERT.fullmatch(name)
-    return not name.startswith(("control/", "evaluate/")) and not (m and m.group(2))
+    return not name.startswith(("control/", "evaluate/", "tables/")) and not (m and m.group(2))
 
 
 def plan(c: dict) -> list:
@@ -100,21 +100,32 @@ def plan(c: dict) -> list:
     steps: dict[str, Step] = {}
     owns: dict[str, tuple] = {}  # each step's (own preset settings, wiring): without the shared ones
 
+    def student_of(name: str, preset: list[str], wiring: list[str], soup: Step | None) -> tuple[str | None, list[str]]:
+        """OPD's student as the plan wires it: the soup step's checkpoint when the preset names soup (and
+        the plan has that soup), a stage's planned checkpoint, else the preset's own choice (None)."""
+        student = compose_step(name, base + train + list(preset) + extra + wiring)["consolidation"]["student"]
+        if student == "soup" and soup is not None:
+            return str(soup.run_dir / "hf"), [soup.name]
+        if student in STAGES:
+            return checkpoint_of(student), [f"sft/{student}"] if student not in ext else []
+        return None, []
+
     def consolidation_step(name: str, method: str, preset: list[str], experts: dict, tag: str = "",
-                           soup: Step | None = None) -> Step:
+                           soup: Step | None = None, tables: dict | None = None, routing: str | None = None) -> Step:
         """method over `experts` (teacher name -> its step), the pool's teachers pointed at their planned
-        checkpoints in order (and renamed where the names differ from the pool's). OPD's student, when
-        the preset names soup or an SFT stage, is that planned checkpoint (`soup`: the plan's soup of
-        the same experts), so OPD and its controls start from the very same weights."""
+        checkpoints in order (and renamed where the names differ from the pool's). OPD's student is
+        student_of's (so OPD and its controls start from the very same weights); its teachers' rewards
+        come from `tables` (teacher name -> its table step), their missing tasks estimated online;
+        `routing` sets consolidation.routing (a control's)."""
         wiring = [f"consolidation={method}", *([f"run_tag={tag}"] if tag else [])]
         after = [e.name for e in experts.values()]
+        if routing:
+            wiring.append(f"consolidation.routing={routing}")
         if method == "opd":
-            student = compose_step(name, base + train + list(preset) + extra + wiring)["consolidation"]["student"]
-            if student == "soup" and soup is not None:
-                wiring.append(f"consolidation.student={soup.run_dir / 'hf'}")
-                after.append(soup.name)
-            elif student in STAGES:
-                wiring.append(f"consolidation.student={checkpoint_of(student)}")
+            student, needs = student_of(name, preset, wiring, soup)
+            if student:
+                wiring.append(f"consolidation.student={student}")
+                after += needs
         pool = compose_step(name, base + train + list(preset) + extra + wiring)["teacher_pool"]["teachers"]
         if len(pool) != len(experts):
             raise ValueError(f"step {name}: teacher_pool has {len(pool)} teachers for {len(experts)} experts")
@@ -122,9 +133,51 @@ def plan(c: dict) -> list:
             wiring.append(f"teacher_pool.teachers.{i}.checkpoint={source.run_dir / 'hf'}")
             if teacher["name"] != expert:
                 wiring.append(f"teacher_pool.teachers.{i}.name={expert}")
+            if method == "opd" and tables:
+                wiring += [f"teacher_pool.teachers.{i}.source=table",
+                           f"teacher_pool.teachers.{i}.rewards={tables[expert].run_dir}"]
+                after.append(tables[expert].name)
+        if method == "opd" and tables:
+            wiring.append("teacher_pool.missing=online")
         if method != "soup":
             wiring.append(f"teacher_pool.base={checkpoint_of('stage0')}")
         return step(name, preset, after, wiring)
+
+    def teacher_tables(experts: dict, prefix: str) -> dict:
+        """Each expert's reward table for OPD's gate (pipeline.teacher_samples per training task); none
+        when it is 0 (OPD estimates online)."""
+        n = p["teacher_samples"]
+        if not n:
+            return {}
+        out = {}
+        for name, expert in experts.items():
+            key = f"tables/{prefix}{name}"
+            out[name] = steps[key] = teacher_table(expert, compose_step, c["runs_dir"], key, n)
+        return out
+
+    def opd_controls(kinds: list[str], opd_name: str, preset: list[str], experts: dict, tag: str,
+                     soup: Step | None, tables: dict) -> list:
+        """OPD's controls, each differing from `opd_name` in one thing: own_teacher (the same student
+        trained as long on the same tasks by DAPO, its own samples' rewards instead of teachers; no
+        refills, so it draws as many samples), random (a random teacher where the gate routes), no_gate
+        (the best teacher for every task)."""
+        out = []
+        for kind in kinds:
+            name = f"{opd_name}-{kind}"
+            if kind == "own_teacher":
+                student, needs = student_of(name, preset, ["consolidation=opd"], soup)
+                if student is None:
+                    raise ValueError(f"step {name}: the own-teacher control needs OPD's student to be soup or a "
+                                     "stage (consolidation.student)")
+                out.append(step(name, [o for o in preset if override_key(o).startswith("rl.")], needs,
+                                ["job=rl", "sft_stage=stage0", f"sft_stage.checkpoint={student}",
+                                 "rl_algo.max_refills=0", f"run_tag={tag}_{kind}" if tag else f"run_tag={kind}"]))
+            elif kind in ("random", "no_gate"):
+                out.append(consolidation_step(name, "opd", preset, experts, tag=f"{tag}_{kind}" if tag else kind, soup=soup,
+                                              tables=tables, routing=kind))
+            else:
+                raise ValueError(f"pipeline.controls: unknown OPD control {kind!r}; use own_teacher, random or no_gate")
+        return out
 
     def checkpoint_of(stage: str) -> str:  # what a stage hands on: the real checkpoint, else its planned dir
         return ext.get(stage) or str(steps[f"sft/{stage}"].run_dir / "hf")
@@ -149,13 +202,18 @@ def plan(c: dict) -> list:
                                ["job=rl", f"sft_stage={stage}", f"sft_stage.checkpoint={checkpoint_of(stage)}",
                                 f"seed={rl_seed(c['seed'], i, j)}", *([f"run_tag=rl{j}"] if j else [])])
     experts = {s: steps[expert_name(s, 0)] for s in STAGES}
+    tables = teacher_tables(experts, "")
     for method, preset in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
         steps[f"consolidation/{method}"] = consolidation_step(f"consolidation/{method}", method, preset, experts,
-                                                              soup=steps.get("consolidation/soup"))
+                                                              soup=steps.get("consolidation/soup"), tables=tables)
+    for s in opd_controls(p["controls"]["staged_opd_controls"], "control/opd", p["opd"], experts, "",
+                          steps.get("consolidation/soup"), tables):
+        steps[s.name] = s
     if p["controls"]["families"] and "stage0" in ext:
         raise ValueError("pipeline.controls.families fine-tunes the base as stage 0 does; it cannot run with "
                          "checkpoints.stage0 (an external stage 0)")
-    for s in control_steps(p["controls"], p["opd"], p["merge"], step, consolidation_step, owns, checkpoint_of("stage0")):
+    for s in control_steps(p["controls"], p["opd"], p["merge"], step, consolidation_step, owns, checkpoint_of("stage0"),
+                           teacher_tables, opd_controls):
         steps[s.name] = s
     steps["baseline/random"] = held_out_evaluation(
         steps["rl/stage0"], compose_step, c["runs_dir"], "baseline/random", ["policy=random", f"policy.seed={c['seed']}"])
@@ -174,11 +232,12 @@ def plan(c: dict) -> list:
 
 
 def control_steps(ctl: dict, opd: list[str], merge: list[str], step, consolidation_step, owns: dict,
-                  stage0: str) -> list:
+                  stage0: str, teacher_tables, opd_controls) -> list:
     """The study's positive control (pipeline.controls.families), planned from the pipeline's own steps:
     per family group a fine-tune of the stage-0 SFT checkpoint `stage0` on that group's designs only
     (stage 0's settings, then controls.family_sft), each made an expert by stage 0's DAPO procedure (its
-    RL seed too); their soup, and OPD over them (the pipeline's OPD settings, then controls.opd). Step
+    RL seed too); their soup, and OPD over them (the pipeline's OPD settings, then controls.opd) with
+    its controls (controls.opd_controls). Step
     names start with control/. (The negative control, one stage's experts at other RL seeds, is the
     experts' own replicates: controls.rl_seeds.)"""
     out = []
@@ -201,8 +260,11 @@ def control_steps(ctl: dict, opd: list[str], merge: list[str], step, consolidati
                                       [*wiring, f"sft_stage.checkpoint={sft.run_dir / 'hf'}", f"run_tag=fam{i}"])
             out += [sft, experts[f"fam{i}"]]
         soup = consolidation_step("control/families/soup", "soup", merge, experts, tag="families")
-        out += [soup, consolidation_step("control/families/opd", "opd", [*opd, *ctl["opd"]], experts,
-                                         tag="families", soup=soup)]
+        tables = teacher_tables(experts, "families/")
+        preset = [*opd, *ctl["opd"]]
+        out += [soup, consolidation_step("control/families/opd", "opd", preset, experts, tag="families", soup=soup,
+                                         tables=tables),
+                *opd_controls(ctl["opd_controls"], "control/families/opd", preset, experts, "families", soup, tables)]
     return out
 
 
@@ -231,6 +293,30 @@ def held_out_evaluation(expert, compose_step, runs_dir: str, name: str, policy: 
     head, _, tail = name.rpartition("/")
     return Step(name, "chorus.evaluate", overrides, Path(runs_dir) / head / f"{tail}-{digest}",
                 results_in_hydra_dir=True, after=[expert.name] if sampled else [])
+
+
+def teacher_table(expert, compose_step, runs_dir: str, name: str, samples: int):
+    """A chorus.evaluate step scoring the expert on its own training tasks (rl.tasks), `samples` per task
+    at the training sampling (rl.temperature, as OPD's student samples them): the per-task table OPD's
+    gate reads. Never on the validation or test split."""
+    import hashlib
+
+    from .workflow.steps import Step
+
+    c = compose_step(expert.name, expert.overrides)
+    rl = c["rl"]
+    tasks = {k: v for k, v in rl["tasks"].items() if v is not None}
+    overrides = ["policy=model", "model=hf", f"model.path={expert.run_dir / 'hf'}", f"tasks={tasks.pop('name')}",
+                 *(f"tasks.{k}={_value(v)}" for k, v in sorted(tasks.items())), f"format={c['format']['name']}",
+                 f"n_samples={samples}", "progress=false", f"policy.temperature={rl['temperature']}",
+                 f"policy.max_new_tokens={rl['max_new_tokens']}", f"policy.max_prompt_tokens={rl['max_prompt_tokens']}",
+                 f"protocol.batch_tasks={rl['prompts_per_generate']}",
+                 *([f"pass_coverage={c['pass_coverage']}"] if c["pass_coverage"] is not None else []),
+                 f"logger={c['logger']['name']}"]
+    digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:8]
+    head, _, tail = name.rpartition("/")
+    return Step(name, "chorus.evaluate", overrides, Path(runs_dir) / head / f"{tail}-{digest}",
+                results_in_hydra_dir=True, after=[expert.name])
 
 
 def _value(v) -> str:

@@ -29,10 +29,23 @@ def test_the_plan_chains_stages_experts_and_consolidation(tmp_path):
     c, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=tiny", "seed=3")
     by = {s.name: s for s in steps}
     assert list(by) == ["sft/stage0", "sft/stage1", "sft/stage2", "rl/stage0", "rl/stage1", "rl/stage2",
+                        "tables/stage0", "tables/stage1", "tables/stage2",
                         "consolidation/soup", "consolidation/ties", "consolidation/della", "consolidation/opd",
                         "baseline/random"]
     assert by["sft/stage1"].after == ["sft/stage0"] and by["rl/stage2"].after == ["sft/stage2"]
-    assert by["consolidation/opd"].after == ["rl/stage0", "rl/stage1", "rl/stage2"]
+    # OPD starts from the soup step's checkpoint and gates on each expert's table
+    assert by["consolidation/opd"].after == ["rl/stage0", "rl/stage1", "rl/stage2", "consolidation/soup",
+                                             "tables/stage0", "tables/stage1", "tables/stage2"]
+    opd = by["consolidation/opd"].overrides
+    assert f"consolidation.student={by['consolidation/soup'].run_dir / 'hf'}" in opd
+    for i in range(3):
+        table = by[f"tables/stage{i}"]
+        assert {f"teacher_pool.teachers.{i}.source=table", f"teacher_pool.teachers.{i}.rewards={table.run_dir}",
+                "teacher_pool.missing=online"} <= set(opd)
+        # the expert on its own training tasks, 8 samples each, at the training temperature
+        assert table.module == "chorus.evaluate" and table.after == [f"rl/stage{i}"]
+        assert {f"model.path={by[f'rl/stage{i}'].run_dir / 'hf'}", "tasks.split=train", "n_samples=8",
+                "policy.temperature=0.5", "tasks.per_family=24"} <= set(table.overrides), table.overrides
     # each dir is its group path plus the hash of the preset's settings, and the steps are wired by them
     assert by["rl/stage1"].run_dir.parent == tmp_path / "rl/dapo" and by["rl/stage1"].run_dir.name.startswith("stage1-")
     assert f"sft_stage.init={by['sft/stage0'].run_dir / 'hf'}" in by["sft/stage1"].overrides
@@ -40,7 +53,7 @@ def test_the_plan_chains_stages_experts_and_consolidation(tmp_path):
     assert f"teacher_pool.teachers.1.checkpoint={by['rl/stage1'].run_dir / 'hf'}" in by["consolidation/ties"].overrides
     assert f"teacher_pool.base={by['sft/stage0'].run_dir / 'hf'}" in by["consolidation/ties"].overrides
     assert by["consolidation/ties"].run_dir.parent == tmp_path / "consolidation/ties"
-    assert len({s.run_dir for s in steps}) == 11
+    assert len({s.run_dir for s in steps}) == 14
     # uniform random stimulus on exactly the experts' held-out tasks, samples, format and pass rule
     random = by["baseline/random"]
     assert random.module == "chorus.evaluate" and random.after == [] and random.hydra_dir(tmp_path) == random.run_dir
@@ -116,7 +129,8 @@ def test_a_changed_setting_moves_exactly_the_steps_it_reaches(tmp_path):
     moved = lambda after: {a.name for a, b in zip(before, after) if a.run_dir != b.run_dir}  # noqa: E731
     # the experts change algorithm, so do the merges and OPD built from them; the SFT stages do not
     assert moved(grpo) == {"rl/stage0", "rl/stage1", "rl/stage2", "consolidation/soup", "consolidation/ties",
-                           "consolidation/della", "consolidation/opd"}
+                           "consolidation/della", "consolidation/opd", "tables/stage0", "tables/stage1",
+                           "tables/stage2"}
     assert all(s.run_dir.parent == tmp_path / "rl/grpo" for s in grpo if s.name.startswith("rl/"))
     assert moved(margin) == {"consolidation/opd"}
 
@@ -305,7 +319,7 @@ def test_the_study_crosses_every_stage_with_three_rl_seeds(study):
     # the consolidations and the report's table keep to each stage's first expert
     for method in ("soup", "ties", "della", "opd"):
         step = by[f"consolidation/{method}"]
-        assert step.after == ["rl/stage0", "rl/stage1", "rl/stage2"], method
+        assert step.after[:3] == ["rl/stage0", "rl/stage1", "rl/stage2"], method
         for i, s in enumerate(stages):
             assert f"teacher_pool.teachers.{i}.checkpoint={by[f'rl/{s}'].run_dir / 'hf'}" in step.overrides
     assert [n for n in by if in_report(n) and n.startswith("rl/")] == ["rl/stage0", "rl/stage1", "rl/stage2"]
@@ -320,17 +334,41 @@ def test_the_study_plans_the_families_control_from_stage0s_steps(study):
     assert all("model.pretrain_steps=600" in by[n].overrides for n in ("sft/stage0", "control/families/sft1"))
     for i, group in enumerate(groups):
         sft, rl = by[f"control/families/sft{i}"], by[f"control/families/rl{i}"]
-        assert f"sft_stage.tasks.families=[{','.join(group)}]" in sft.overrides and sft.after == []
-        assert not any(o.startswith("sft_stage.init") for o in sft.overrides)  # from the base, as stage 0
+        assert f"sft_stage.tasks.families=[{','.join(group)}]" in sft.overrides and sft.after == ["sft/stage0"]
+        # forked from stage 0's checkpoint (a shared lineage: their soup is a competent student), as stage 1 is
+        assert f"sft_stage.init={by['sft/stage0'].run_dir / 'hf'}" in sft.overrides
+        assert {"sft_stage.steps=100", "sft_stage.lr=3e-4"} <= set(sft.overrides)
         assert set(by["sft/stage0"].overrides) < set(sft.overrides)
-        # every skill of its families (stage 0 keeps to exact answers): complementary by construction
+        # every skill of its families (stage 0 keeps to exact answers and climbs): complementary by construction
         assert sft.overrides[-2:] == ["sft_stage.skills=null", f"run_tag=fam{i}"]
         assert f"sft_stage.checkpoint={sft.run_dir / 'hf'}" in rl.overrides and rl.after == [sft.name]
         assert f"teacher_pool.teachers.{i}.checkpoint={rl.run_dir / 'hf'}" in by["control/families/opd"].overrides
         assert f"teacher_pool.teachers.{i}.name=fam{i}" in by["control/families/opd"].overrides
-    opd = by["control/families/opd"]
-    assert "consolidation.student=soup" in opd.overrides and opd.run_dir != by["consolidation/opd"].run_dir
-    assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2"]
+    opd, soup = by["control/families/opd"], by["control/families/soup"]
+    assert f"consolidation.student={soup.run_dir / 'hf'}" in opd.overrides and opd.run_dir != by["consolidation/opd"].run_dir
+    assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2", soup.name,
+                         "tables/families/fam0", "tables/families/fam1", "tables/families/fam2"]
+
+
+def test_opds_controls_each_change_one_thing(study):
+    """own_teacher: DAPO from OPD's very student on OPD's tasks and schedule, no refills (as many samples
+    drawn); random and no_gate: OPD's run with consolidation.routing changed, nothing else."""
+    runs, c, by = study
+    for opd_name, ctl in (("control/families/opd", ["own_teacher", "random", "no_gate"]),
+                          ("consolidation/opd", ["own_teacher"])):
+        opd = by[opd_name]
+        prefix = "control/families/opd" if opd_name.startswith("control/") else "control/opd"
+        assert [n for n in by if n.startswith(prefix + "-")] == [f"{prefix}-{k}" for k in ctl]
+        cfg = step_cfg(opd)
+        own = step_cfg(by[f"{prefix}-own_teacher"])
+        assert own["job"] == "rl" and own["sft_stage"]["checkpoint"] == cfg["consolidation"]["student"]
+        assert own["rl_algo"]["name"] == "dapo" and own["rl_algo"]["max_refills"] == 0
+        assert own["seed"] == cfg["seed"] and own["rl"] == cfg["rl"]  # same tasks, order, schedule, selection
+        for kind in ctl[1:]:
+            other = step_cfg(by[f"{prefix}-{kind}"])
+            assert other["consolidation"] == {**cfg["consolidation"], "routing": kind}
+            assert other["teacher_pool"] == cfg["teacher_pool"] and other["rl"] == cfg["rl"]
+            assert by[f"{prefix}-{kind}"].after == opd.after
 
 
 def test_the_study_evaluates_each_stages_first_expert_again_with_one_feedback_turn(study):

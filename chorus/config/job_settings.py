@@ -77,7 +77,8 @@ def _merge(c: dict) -> list[str]:
 def _opd(c: dict) -> list[str]:
     cons = c["consolidation"]
     uses = [*COMMON, *TEACHERS, "rl", "trainer", "teacher_pool", "consolidation.name", "consolidation.student",
-            "consolidation.margin", "consolidation.mode", "consolidation.teachers_in_memory", "ckpt_path"]
+            "consolidation.margin", "consolidation.routing", "consolidation.gate", "consolidation.mode",
+            "consolidation.teachers_in_memory", "ckpt_path"]
     if cons["student"] == "soup":
         uses.append("consolidation.weights")
     if cons["mode"] == "direct":

@@ -472,6 +472,12 @@ class ControlsConf:
     families: List[List[str]] = field(default_factory=list)
     family_sft: List[str] = field(default_factory=list)
     opd: List[str] = field(default_factory=list)
+    # OPD's controls, each one change from its OPD run (pipeline.plan's opd_controls): own_teacher (DAPO
+    # continuation of the same student, as long, on the same tasks), random (random teacher where the
+    # gate routes), no_gate (always the best teacher). opd_controls: the positive control's OPD;
+    # staged_opd_controls: the staged experts' OPD
+    opd_controls: List[str] = field(default_factory=list)
+    staged_opd_controls: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -483,6 +489,9 @@ class PipelinePresetConf:
     merges: List[str] = field(default_factory=lambda: ["soup", "ties", "della"])
     merge: List[str] = field(default_factory=list)  # extra overrides for every merge job
     opd: List[str] = field(default_factory=list)  # extra overrides for the OPD job
+    # OPD's gate reads each teacher's table from an evaluation on the training tasks with this many
+    # samples per task (a tables/ step per expert, reused by every OPD run over it); 0 = estimated online
+    teacher_samples: int = 8
     controls: ControlsConf = field(default_factory=ControlsConf)
     k: int = 2  # pass@k column of the report
     bootstrap: int = 1000

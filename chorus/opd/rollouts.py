@@ -107,7 +107,8 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
     margins = [d["teacher_reward"] - d["student_reward"] for d in routed if d["student_reward"] is not None]
     stats = {**sample_stats(all_rows), **timing, "skip_fraction": 1 - len(routed) / max(1, len(decisions)),
              "routed_fraction": len(routed) / max(1, len(decisions)),
-             "routed_margin_mean": sum(margins) / len(margins) if margins else None,
+             # the routed tasks' teacher-student lead on the gate's metric (absent when none was routed)
+             **({"routed_margin_mean": sum(margins) / len(margins)} if margins else {}),
              **{f"route_{n}": sum(d["teacher"] == n for d in decisions) for n in order},
              **{f"kl_{n}": v for n, v in kl.items()}, "samples_trained": len(rows)}
     return OPDBatch(ids, attn, comp, old, adv, rows=rows, stats=stats, teacher_logprobs=t_logp,
