@@ -147,13 +147,8 @@ def plan(c: dict) -> list:
         """Each expert's reward table for OPD's gate (pipeline.teacher_samples per training task); none
         when it is 0 (OPD estimates online)."""
         n = p["teacher_samples"]
-        if not n:
-            return {}
-        out = {}
-        for name, expert in experts.items():
-            key = f"tables/{prefix}{name}"
-            out[name] = steps[key] = teacher_table(expert, compose_step, c["runs_dir"], key, n)
-        return out
+        return {name: teacher_table(expert, compose_step, c["runs_dir"], f"tables/{prefix}{name}", n)
+                for name, expert in experts.items()} if n else {}
 
     def opd_controls(kinds: list[str], opd_name: str, preset: list[str], experts: dict, tag: str,
                      soup: Step | None, tables: dict) -> list:
@@ -203,6 +198,7 @@ def plan(c: dict) -> list:
                                 f"seed={rl_seed(c['seed'], i, j)}", *([f"run_tag=rl{j}"] if j else [])])
     experts = {s: steps[expert_name(s, 0)] for s in STAGES}
     tables = teacher_tables(experts, "")
+    steps.update({t.name: t for t in tables.values()})
     for method, preset in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
         steps[f"consolidation/{method}"] = consolidation_step(f"consolidation/{method}", method, preset, experts,
                                                               soup=steps.get("consolidation/soup"), tables=tables)
@@ -262,7 +258,7 @@ def control_steps(ctl: dict, opd: list[str], merge: list[str], step, consolidati
         soup = consolidation_step("control/families/soup", "soup", merge, experts, tag="families")
         tables = teacher_tables(experts, "families/")
         preset = [*opd, *ctl["opd"]]
-        out += [soup, consolidation_step("control/families/opd", "opd", preset, experts, tag="families", soup=soup,
+        out += [soup, *tables.values(), consolidation_step("control/families/opd", "opd", preset, experts, tag="families", soup=soup,
                                          tables=tables),
                 *opd_controls(ctl["opd_controls"], "control/families/opd", preset, experts, "families", soup, tables)]
     return out
