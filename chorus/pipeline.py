@@ -405,7 +405,8 @@ def main(cfg: DictConfig) -> None:
                               [base] * (base is not None) + records,  # every step's time, the controls' too
                               title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",
                               k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"],
-                              appendix=controls + "\n" if controls else "")
+                              appendix=controls + "\n" if controls else "",
+                              diagnose={s.name: s.run_dir for s in steps if s.module == "chorus.train"})
     except (ValueError, OSError, StepFailed) as exc:
         print(f"chorus.pipeline: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         sys.exit(2)

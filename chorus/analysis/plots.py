@@ -67,3 +67,19 @@ def coverage_strips(coverage: pd.DataFrame, path: str | Path | None = None) -> F
     fig.colorbar(im, ax=ax, label="mean coverage (%)")
     ax.set_title("Per-task coverage")
     return _save(fig, path)
+
+
+def validation_curves(curves: dict[str, pd.DataFrame], path: str | Path | None = None) -> Figure:
+    """Validation Pass@1 by step for each run that chose its checkpoint on validation (rl.select_every),
+    the chosen step circled."""
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    for label, d in curves.items():
+        line, = ax.plot(d["step"], 100 * d["pass_rate"], marker=".", label=label)
+        chosen = d[d["chosen"]]
+        ax.scatter(chosen["step"], 100 * chosen["pass_rate"], s=120, facecolors="none", edgecolors=line.get_color())
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation Pass@1 (%)")
+    ax.set_title("Checkpoint choice on validation (circled: chosen)")
+    ax.legend(fontsize=7)
+    return _save(fig, path)

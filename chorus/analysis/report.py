@@ -199,16 +199,18 @@ def busy_minutes(steps: list[dict]) -> float:
 
 def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict] | None = None, title: str = "CHORUS",
                  k: int = 2, n_boot: int = 1000, seed: int = 0, pass_coverage: float | None = None,
-                 power_sims: int | None = None, appendix: str = "") -> dict:
+                 power_sims: int | None = None, appendix: str = "", diagnose: dict | None = None) -> dict:
     """REPORT.md (+ table.md/csv and the PNGs) for a list of run dirs (a pipeline's plan: nothing
     else in its runs_dir gets in) or every run under a folder. A sample passes under the rule the runs were made with, or at
     `pass_coverage` % coverage when that is given. `appendix`: markdown that ends the report (a
-    pipeline's Controls section)."""
+    pipeline's Controls section). `diagnose`: label -> run dir of the runs whose OPD steps and
+    validation curves to show (default: the table's runs)."""
     import pandas as pd
 
     from ..tracking.runs import load_run_dirs, load_runs, with_pass_rule
     from .breakdown import breakdown
     from .complementarity import win_loss
+    from .opd_diagnostics import diagnostics_markdown
     from .routing import routing_table
 
     runs = load_run_dirs(runs, "the plan's run dirs") if isinstance(runs, list) else load_runs(str(runs))
@@ -263,6 +265,8 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
     if not routing.empty:
         lines += ["## OPD routing (share of per-task decisions)", "",
                   routing.to_markdown(index=False, floatfmt=".2f"), ""]
+    lines += diagnostics_markdown(diagnose if diagnose is not None else dict(zip(runs.runs["run"], runs.runs["path"])),
+                                  out / "validation_curves.png")
     lines += ["## Complementarity of the experts", "", "Jaccard overlap of solved sets (pass rate >= 0.5):", "",
               jaccard_matrix(sets).to_markdown(floatfmt=".2f"), "",
               "Tasks won on coverage by the row expert against the column expert:", "",
