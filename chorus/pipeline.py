@@ -333,8 +333,21 @@ def write_study(steps: list, runs_dir: Path) -> str:
             experts[m.group(1)].append(s.run_dir)
     write_manifest(runs_dir, experts, {n.split("/", 1)[1]: d for n, d in by.items() if n.startswith("consolidation/")},
                    [d for n, d in by.items() if n.startswith("control/families/rl")], by.get("control/families/opd"),
-                   agentic={n.rsplit("/", 1)[1]: d for n, d in by.items() if n.startswith("evaluate/agentic/")})
+                   agentic={n.rsplit("/", 1)[1]: d for n, d in by.items() if n.startswith("evaluate/agentic/")},
+                   opd_controls=opd_control_dirs(by))
     return study_section(runs_dir, experts)
+
+
+def opd_control_dirs(by: dict) -> dict:
+    """The manifest's opd_controls: each OPD control's run dir by its part (staged|families/<kind>)."""
+    out = {}
+    for name, d in by.items():
+        m = re.fullmatch(r"control/(?:(families)/)?opd-(\w+)", name)
+        if m:
+            out[f"{m.group(1) or 'staged'}/{m.group(2)}"] = d
+    if "control/families/soup" in by:
+        out["families/soup"] = by["control/families/soup"]
+    return out
 
 
 def study_section(runs_dir: Path, experts: dict) -> str:

@@ -41,7 +41,7 @@ def write_run(run: Path, rates: np.ndarray, samples: int, rng, **meta) -> Path:
 
 def write_seed(root: Path, experts: np.ndarray, rng, samples: int = 8, families: np.ndarray | None = None,
                families_opd: np.ndarray | None = None, consolidations: dict | None = None, seed: int = 0,
-               agentic: np.ndarray | None = None) -> Path:
+               agentic: np.ndarray | None = None, opd_controls: dict | None = None) -> Path:
     """A v2 seed dir: experts (tasks x stages*R, stage-major) as rl/dapo/stage{i}-r{j}, each with its
     own RL seed; optional families (tasks x F) with their OPD, and consolidations {method: rates}."""
     R = experts.shape[1] // len(STAGES)
@@ -58,7 +58,10 @@ def write_seed(root: Path, experts: np.ndarray, rng, samples: int = 8, families:
             for m, r in (consolidations or {}).items()}
     feedback = {st: write_run(root / f"evaluate/agentic/{st}", agentic[:, i], samples, rng, job="evaluate",
                               policy="model", seed=seed) for i, st in enumerate(STAGES)} if agentic is not None else None
-    write_manifest(root, runs, cons, fam, fam_opd, agentic=feedback)
+    own_rng = np.random.default_rng(seed + 99)  # its own draws: the other runs' samples stay as they were
+    controls = {k: write_run(root / f"control/{k}", r, samples, own_rng, job="rl", seed=seed)
+                for k, r in (opd_controls or {}).items()}
+    write_manifest(root, runs, cons, fam, fam_opd, agentic=feedback, opd_controls=controls)
     return root
 
 
@@ -70,13 +73,16 @@ def centred(x: np.ndarray) -> np.ndarray:
     return x - x.mean(axis=0, keepdims=True)
 
 
-def write_study(base: Path, stage_sd: float, seed: int, T: int = 60, samples: int = 8, controls: bool = True) -> list:
+def write_study(base: Path, stage_sd: float, seed: int, T: int = 60, samples: int = 8, controls: bool = True,
+                own_teacher: float = 0.5) -> list:
     """Three seed dirs of 3 stages x 3 RL seeds. Logit = task difficulty + the seed's shift (a level
     and a task pattern its experts share: between-seed heterogeneity) + a stage pattern of sd
     stage_sd x (0.6, 1.0, 1.4 by seed) + an RL-seed pattern of sd 1 (patterns centred over the tasks,
     so stages differ in what they solve more than in how much). With controls: three family
     experts each at 0.85 on its own third of the tasks (0.1 elsewhere), their OPD at 0.6 everywhere,
-    and opd/soup consolidations of the staged experts."""
+    and opd/soup consolidations of the staged experts; OPD's controls: the families' own-teacher run at
+    `own_teacher` everywhere, random routing 0.45, no gate 0.55, their soup 0.3, and the staged OPD's
+    own-teacher run at the staged experts' mean."""
     rng = np.random.default_rng(seed)
     dirs = []
     for k, het in enumerate((0.6, 1.0, 1.4)):
@@ -90,7 +96,10 @@ def write_study(base: Path, stage_sd: float, seed: int, T: int = 60, samples: in
             for j in range(3):
                 fam[j::3, j] = 0.85
             extra = {"families": fam, "families_opd": np.full(T, 0.6),
-                     "consolidations": {"opd": experts.max(axis=1), "soup": experts.mean(axis=1)}}
+                     "consolidations": {"opd": experts.max(axis=1), "soup": experts.mean(axis=1)},
+                     "opd_controls": {"families/own_teacher": np.full(T, own_teacher),
+                                      "families/random": np.full(T, 0.45), "families/no_gate": np.full(T, 0.55),
+                                      "families/soup": np.full(T, 0.3), "staged/own_teacher": experts.mean(axis=1)}}
         dirs.append(write_seed(base / f"seed{k}", experts, rng, samples, seed=k, **extra))
     return dirs
 
@@ -115,7 +124,7 @@ def test_a_planted_stage_pattern_makes_the_claim_through_files(tmp_path):
     # 150 tasks x 8 samples, a stage pattern of sd 0.8 x (0.6, 1.0, 1.4) on the logit scale
     dirs = write_study(tmp_path / "study", stage_sd=0.8, seed=0, T=150)
     m = read_manifest(dirs[0])
-    assert m.design == 2 and m.rl_seeds_distinct() and len(m.runs()) == 9 + 3 + 1 + 2
+    assert m.design == 2 and m.rl_seeds_distinct() and len(m.runs()) == 9 + 3 + 1 + 2 + 5
     res = run_study(dirs, tmp_path / "out", "bootstrap=200", cwd=tmp_path)
     names = ["seed0", "seed1", "seed2"]
     assert res["design"] == 2 and res["seeds"] == names and res["n_tasks"] == dict.fromkeys(names, 150)
@@ -124,7 +133,9 @@ def test_a_planted_stage_pattern_makes_the_claim_through_files(tmp_path):
     for name in ("staged_headroom", "pattern_difference", "pattern_stage_share", "premise/stage0-stage1",
                  "premise/stage0-stage2", "premise/stage1-stage2", "staged_minus_same_headroom",
                  "staged_minus_same_adjusted", "positive_headroom", "positive_opd_vs_best", "staged_opd_vs_best",
-                 "staged_soup_vs_best", *(f"stage_mean/{s}" for s in STAGES)):
+                 "staged_soup_vs_best", "positive_opd_vs_self", "positive_opd_vs_random", "positive_opd_vs_no_gate",
+                 "positive_opd_vs_soup", "staged_opd_vs_self", "staged_opd_vs_soup",
+                 *(f"stage_mean/{s}" for s in STAGES)):
         r = rows[name]
         assert sorted(r["per_seed"]) == names, name
         for v in [*r["per_seed"].values(), r["pooled"]]:
@@ -159,15 +170,32 @@ def test_a_planted_stage_pattern_makes_the_claim_through_files(tmp_path):
     # OPD at 0.6 everywhere beats the best family expert (~0.35) by ~25 points
     assert rows["positive_headroom"]["pooled"]["lo"] > 0 and t["holm"]["positive_headroom"]
     assert 15 < rows["positive_opd_vs_best"]["pooled"]["estimate"] < 35
+    # OPD minus each control, paired over tasks: 0.6 against 0.5, 0.45, 0.55, 0.3 (sampling noise of
+    # 150 x 8 samples: a few points); the staged OPD (the experts' max) against the same-level controls
+    for kind, want in (("self", 10), ("random", 15), ("no_gate", 5), ("soup", 30)):
+        assert abs(rows[f"positive_opd_vs_{kind}"]["pooled"]["estimate"] - want) < 4, kind
+    assert rows["staged_opd_vs_self"]["pooled"]["lo"] > 0 and rows["staged_opd_vs_soup"]["pooled"]["lo"] > 0
     assert set(t["secondary_p"]) == set(study.SECONDARY) == set(t["holm"])
     # stages at one level (patterns centred): every pair of stage means equivalent within +-5 points
     for a, b in itertools.combinations(STAGES, 2):
         r = rows[f"premise/{a}-{b}"]["pooled"]
         assert -5 < r["lo"] and r["hi"] < 5
     assert rows["staged_headroom"]["pooled"]["lo"] > 0 and t["holm"]["staged_headroom"]
-    assert res["verdict"] == {"premise": True, "primary": True, "staged_complementary": True, "claim": True}
+    assert res["verdict"] == {"premise": True, "primary": True, "staged_complementary": True, "claim": True,
+                              "opd_consolidates": True}
     c = res["comparisons"]
     assert c["intervals_pooled"] == len(rows) and c["intervals_per_seed"] == 3 * len(rows)
+    assert sum(c["claims"].values()) == 3 + 1 + len(study.SECONDARY) + 2
+
+
+def test_opd_that_only_trains_more_does_not_consolidate(tmp_path):
+    """The positive control's OPD at its own-teacher control's level (0.6 both): far above the best
+    family expert, yet not consolidating: the bar needs it above the control too."""
+    dirs = write_study(tmp_path / "study", stage_sd=0.8, seed=3, T=150, own_teacher=0.6)
+    res = run_study(dirs, tmp_path / "out", "bootstrap=200", cwd=tmp_path)
+    assert res["rows"]["positive_opd_vs_best"]["pooled"]["lo"] > 0
+    assert res["rows"]["positive_opd_vs_self"]["pooled"]["lo"] < 0 < res["rows"]["positive_opd_vs_self"]["pooled"]["hi"]
+    assert res["verdict"]["opd_consolidates"] is False
 
 
 def test_no_stage_effect_fails_the_primary(tmp_path):

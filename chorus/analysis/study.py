@@ -94,6 +94,16 @@ def seed_rows(table: pd.DataFrame, m: Manifest, labels: dict, seed: int = 0, n_b
     heads = [names[s][0] for s in STAGES]
     for method, d in m.consolidations.items():
         rows[f"staged_{method}_vs_best"] = versus_best(table, labels[str(d)], heads)
+    opd = {"positive": m.families_opd, "staged": m.consolidations.get("opd")}
+    for part, kind in [k.split("/", 1) for k in m.opd_controls]:  # OPD minus each of its controls, paired
+        ours = opd["positive" if part == "families" else "staged"]
+        if ours is not None:
+            d = paired(table, labels[str(ours)], labels[str(m.opd_controls[f"{part}/{kind}"])])
+            name = {"own_teacher": "self"}.get(kind, kind)
+            rows[f"{'positive' if part == 'families' else 'staged'}_opd_vs_{name}"] = mean_row(d[:, 0] - d[:, 1])
+    if opd["staged"] is not None and "soup" in m.consolidations:
+        d = paired(table, labels[str(opd["staged"])], labels[str(m.consolidations["soup"])])
+        rows["staged_opd_vs_soup"] = mean_row(d[:, 0] - d[:, 1])
     if m.agentic:  # the secondary protocol: each stage's first expert with feedback turns, no claim
         agentic = [labels[str(m.agentic[s])] for s in STAGES if s in m.agentic]
         for s in STAGES:
@@ -194,4 +204,10 @@ def pool(seeds: list[dict], alpha: float = 0.05, seed: int = 0) -> dict:
          "primary": bool(tests.get("pattern_p", 1.0) <= alpha),
          "staged_complementary": bool(tests["holm"].get("staged_headroom", False))}
     v["claim"] = v["premise"] and v["primary"] and v["staged_complementary"]
+    if all("positive_opd_vs_best" in s["rows"] for s in seeds) and "positive_opd_vs_self" in rows:
+        # issue 40's bar: OPD beats the best family expert (lower bound > 0) on at least 2 of 3 seeds
+        # and pooled, and its own-teacher control pooled
+        ahead = sum(s["rows"]["positive_opd_vs_best"].lo > 0 for s in seeds)
+        v["opd_consolidates"] = bool(ahead >= min(2, len(seeds)) and rows["positive_opd_vs_best"]["lo"] > 0
+                                     and rows["positive_opd_vs_self"]["lo"] > 0)
     return {"rows": rows, "tests": tests, "verdict": v}

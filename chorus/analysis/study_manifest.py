@@ -8,6 +8,8 @@ format:
      "experts": {"stage0": [dir, dir, dir], "stage1": [...], "stage2": [...]},  # stage x RL seed
      "consolidations": {"soup": dir, "opd": dir, ...},   # over the first expert of every stage
      "families": [dir, ...], "families_opd": dir,         # the positive control (optional)
+     "opd_controls": {"staged/own_teacher": dir, "families/own_teacher": dir, "families/random": dir,
+                      "families/no_gate": dir, "families/soup": dir},  # OPD's controls (optional)
      "agentic": {"stage0": dir, ...}}                      # first experts under protocol=agentic (optional)
 
 Every expert has its own RL seed (its summary.json's `seed`), so a staged triplet (one expert per
@@ -42,10 +44,12 @@ class Manifest:
     families_opd: Path | None = None
     agentic: dict[str, Path] = field(default_factory=dict)  # stage -> its first expert under feedback turns
     summaries: dict[Path, dict] = field(default_factory=dict)
+    # "<staged|families>/<own_teacher|random|no_gate|soup>" -> the run: what an OPD run is compared with
+    opd_controls: dict[str, Path] = field(default_factory=dict)
 
     def runs(self) -> list[Path]:
         named = [d for ds in self.experts.values() for d in ds] + list(self.consolidations.values())
-        named += list(self.agentic.values())
+        named += list(self.agentic.values()) + list(self.opd_controls.values())
         named += self.families + ([self.families_opd] if self.families_opd else [])
         return list(dict.fromkeys(named))
 
@@ -103,7 +107,8 @@ def read_manifest(seed_dir: str | Path) -> Manifest:
                      {k: where(v) for k, v in (raw.get("consolidations") or {}).items()},
                      [where(d) for d in raw.get("families") or []],
                      where(raw["families_opd"]) if raw.get("families_opd") else None,
-                     {k: where(v) for k, v in (raw.get("agentic") or {}).items()})
+                     {k: where(v) for k, v in (raw.get("agentic") or {}).items()},
+                     opd_controls={k: where(v) for k, v in (raw.get("opd_controls") or {}).items()})
         if set(m.agentic) - set(STAGES):
             raise ValueError(f"{path}: `agentic` names {sorted(set(m.agentic) - set(STAGES))}, not stages")
     elif "staged" in raw:  # v1: one expert per stage sharing the RL seed; stage2 repeated by same_stage
@@ -165,7 +170,7 @@ def check_study(manifests: list[Manifest]) -> None:
 
 def write_manifest(runs_dir: str | Path, experts: dict[str, list[Path]], consolidations: dict[str, Path],
                    families: list[Path] = (), families_opd: Path | None = None,
-                   agentic: dict[str, Path] | None = None) -> Path:
+                   agentic: dict[str, Path] | None = None, opd_controls: dict[str, Path] | None = None) -> Path:
     """controls.json for a crossed study seed, run dirs relative to runs_dir (the folder can move)."""
     root = Path(runs_dir)
     body = {"design": 2, "experts": {s: [relative(Path(d), root) for d in ds] for s, ds in experts.items()},
@@ -176,6 +181,8 @@ def write_manifest(runs_dir: str | Path, experts: dict[str, list[Path]], consoli
         body["families_opd"] = relative(Path(families_opd), root)
     if agentic:
         body["agentic"] = {k: relative(Path(v), root) for k, v in agentic.items()}
+    if opd_controls:
+        body["opd_controls"] = {k: relative(Path(v), root) for k, v in opd_controls.items()}
     path = root / MANIFEST
     path.write_text(json.dumps(body, indent=1))
     return path

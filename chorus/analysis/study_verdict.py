@@ -70,10 +70,12 @@ def analyse(seed_dirs: list[str], alpha: float = 0.05, seed: int = 0, n_boot: in
 def counted(rows: dict) -> dict:
     """How many intervals the table prints, and how many of them are claims under a rule."""
     per_seed = sum(len(r["per_seed"]) for r in rows.values())
-    return {"intervals_per_seed": per_seed, "intervals_pooled": len(rows),
-            "claims": {"premise (all pairs must hold: intersection-union, no correction)": 3,
-                       "primary (one test)": 1, f"secondary (Holm over {len(study.SECONDARY)})": len(study.SECONDARY)},
-            "reported_without_a_rule": len(rows) - 3 - len(study.SECONDARY) - 1}
+    claims = {"premise (all pairs must hold: intersection-union, no correction)": 3,
+              "primary (one test)": 1, f"secondary (Holm over {len(study.SECONDARY)})": len(study.SECONDARY)}
+    if {"positive_opd_vs_best", "positive_opd_vs_self"} <= set(rows):
+        claims["OPD consolidates (vs the best family expert and vs its own-teacher control: both must hold)"] = 2
+    return {"intervals_per_seed": per_seed, "intervals_pooled": len(rows), "claims": claims,
+            "reported_without_a_rule": len(rows) - sum(claims.values())}
 
 
 def write(result: dict, out: str | Path) -> Path:
@@ -117,6 +119,9 @@ def markdown(result: dict) -> str:
               f"{yes[v['staged_complementary']]}",
               f"- Claim \"stages give complementary experts beyond RL-seed diversity\": "
               f"{'made' if v['claim'] else 'not made'}."]
+    if "opd_consolidates" in v:
+        lines.append("- OPD consolidates the positive control (positive_opd_vs_best's lower bound > 0 on >= 2 seeds "
+                     f"and pooled, positive_opd_vs_self's pooled lower bound > 0): {yes[v['opd_consolidates']]}")
     c = result["comparisons"]
     lines += ["", f"Counted: {c['intervals_per_seed']} per-seed and {c['intervals_pooled']} pooled intervals; "
               f"claims under a rule: {sum(c['claims'].values())} ({'; '.join(f'{k}: {n}' for k, n in c['claims'].items())})"
