@@ -255,9 +255,10 @@ def control_steps(ctl: dict, opd: list[str], merge: list[str], step, consolidati
             experts[f"fam{i}"] = step(f"control/families/rl{i}", own, [sft.name],
                                       [*wiring, f"sft_stage.checkpoint={sft.run_dir / 'hf'}", f"run_tag=fam{i}"])
             out += [sft, experts[f"fam{i}"]]
-        soup = consolidation_step("control/families/soup", "soup", merge, experts, tag="families")
-        tables = teacher_tables(experts, "families/")
         preset = [*opd, *ctl["opd"]]
+        pool = [o for o in preset if o.startswith("teacher_pool=")]  # OPD's pool size is the soup's too
+        soup = consolidation_step("control/families/soup", "soup", [*merge, *pool[-1:]], experts, tag="families")
+        tables = teacher_tables(experts, "families/")
         out += [soup, *tables.values(), consolidation_step("control/families/opd", "opd", preset, experts, tag="families", soup=soup,
                                          tables=tables),
                 *opd_controls(ctl["opd_controls"], "control/families/opd", preset, experts, "families", soup, tables)]
