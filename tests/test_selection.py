@@ -95,3 +95,17 @@ def test_a_run_with_passes_draws_every_training_task(sft_xs, rl_tasks, eval_task
     assert info["steps"] == 3  # ceil(5 / 2)
     drawn = {r["task_id"] for r in lines(tmp_path / "rollouts.jsonl")}
     assert drawn == {t.id for t in rl_tasks[:5]}
+
+
+def test_validation_choice_is_refused_under_data_parallel_strategies_and_without_validation_tasks(sft_xs, rl_tasks,
+                                                                                                  sim, tmp_path):
+    from chorus.config.schema import TrainerConf
+    from chorus.rl.run import check_run
+
+    for strategy in ("ddp", "fsdp"):
+        trainer = TrainerConf(strategy=strategy)
+        with pytest.raises(ValueError, match=f"rl.select_every .* trainer={strategy} set rl.select_every=0"):
+            check_run(get_algo("dapo"), RLConf(select_every=2, engine="vllm"), trainer)
+    with pytest.raises(ValueError, match="rl.select_every chooses the checkpoint on validation tasks, and this run "
+                                         "has none"):
+        train_rl(str(sft_xs), get_algo("dapo"), rl_tasks, [], context(tmp_path, sim), rl=rl_settings(select_every=1))
