@@ -345,9 +345,11 @@ def test_the_study_plans_the_families_control_from_stage0s_steps(study):
         assert f"sft_stage.checkpoint={sft.run_dir / 'hf'}" in rl.overrides and rl.after == [sft.name]
         assert f"teacher_pool.teachers.{i}.checkpoint={rl.run_dir / 'hf'}" in by["control/families/opd"].overrides
         assert f"teacher_pool.teachers.{i}.name=fam{i}" in by["control/families/opd"].overrides
-    opd, soup = by["control/families/opd"], by["control/families/soup"]
-    assert f"consolidation.student={soup.run_dir / 'hf'}" in opd.overrides and opd.run_dir != by["consolidation/opd"].run_dir
-    assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2", soup.name,
+    # OPD's student: the family experts' common ancestor, stage 0's SFT checkpoint (chosen on validation)
+    opd = by["control/families/opd"]
+    assert f"consolidation.student={by['sft/stage0'].run_dir / 'hf'}" in opd.overrides
+    assert opd.run_dir != by["consolidation/opd"].run_dir
+    assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2", "sft/stage0",
                          "tables/families/fam0", "tables/families/fam1", "tables/families/fam2"]
 
 
@@ -417,7 +419,7 @@ def test_the_study_writes_a_v2_manifest_the_reader_reads_back(study, tmp_path):
     runs, _, by = study
     steps = list(by.values())
     seeds = {n: int(next(o for o in reversed(s.overrides) if o.startswith("seed="))[5:]) for n, s in by.items()
-             if n.startswith(("rl/", "consolidation/", "control/families/"))}
+             if n.startswith(("rl/", "consolidation/", "control/"))}
     rates = {n: 0.01 * k for k, n in enumerate(seeds)}
     for name, seed in seeds.items():
         fake_run(by[name].run_dir, seed, rates[name])
@@ -432,6 +434,10 @@ def test_the_study_writes_a_v2_manifest_the_reader_reads_back(study, tmp_path):
     assert m.families == [by[f"control/families/rl{i}"].run_dir for i in range(3)]
     assert m.families_opd == by["control/families/opd"].run_dir
     assert m.agentic == {s: by[f"evaluate/agentic/{s}"].run_dir for s in stages}
+    assert m.opd_controls == {"staged/own_teacher": by["control/opd-own_teacher"].run_dir,
+                              **{f"families/{k}": by[f"control/families/opd-{k}"].run_dir
+                                 for k in ("own_teacher", "random", "no_gate")},
+                              "families/soup": by["control/families/soup"].run_dir}
     assert not json.loads((runs / "controls.json").read_text())["experts"]["stage1"][0].startswith("/")
     # the Controls section: each expert's RL seed and Pass@1 %, and where the statistics come from
     for i, s in enumerate(stages):
