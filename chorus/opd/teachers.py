@@ -2,10 +2,11 @@
 
 Rewards come from an evaluation run's per-task table (`rewards: <run dir or per_task file>`) or
 are estimated online from K teacher samples per task (`source: online`), once per task and cached
-in the run dir. Either way each sample is scored by `chorus.rl.rewards.reward` with the run's
-rl.reward, as the student's samples are, and harness errors are left out of the mean: the gate
-compares like with like. A table that lacks some training tasks (or has only harness errors for
-them) either raises or falls back, as `teacher_pool.missing` says (error | online | skip)."""
+in the run dir. Either way each sample is scored by `gate_value` on consolidation.gate's metric
+(pass_rate: whether it passed; reward: `chorus.rl.rewards.reward` with the run's rl.reward), as the
+student's samples are, and harness errors are left out of the mean: the gate compares like with
+like. A table that lacks some training tasks (or has only harness errors for them) either raises or
+falls back, as `teacher_pool.missing` says (error | online | skip)."""
 from __future__ import annotations
 
 import json
