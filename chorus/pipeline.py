@@ -100,10 +100,10 @@ def plan(c: dict) -> list:
     steps: dict[str, Step] = {}
     owns: dict[str, tuple] = {}  # each step's (own preset settings, wiring): without the shared ones
 
-    def student_of(name: str, preset: list[str], wiring: list[str], soup: Step | None) -> tuple[str | None, list[str]]:
-        """OPD's student as the plan wires it: the soup step's checkpoint when the preset names soup (and
-        the plan has that soup), a stage's planned checkpoint, else the preset's own choice (None)."""
-        student = compose_step(name, base + train + list(preset) + extra + wiring)["consolidation"]["student"]
+    def student_of(student: str, soup: Step | None) -> tuple[str | None, list[str]]:
+        """OPD's student (consolidation.student as composed) as the plan wires it: the soup step's
+        checkpoint when it names soup (and the plan has that soup), a stage's planned checkpoint, else
+        the preset's own choice (None); with the steps it waits for."""
         if student == "soup" and soup is not None:
             return str(soup.run_dir / "hf"), [soup.name]
         if student in STAGES:
@@ -121,12 +121,13 @@ def plan(c: dict) -> list:
         after = [e.name for e in experts.values()]
         if routing:
             wiring.append(f"consolidation.routing={routing}")
+        composed = compose_step(name, base + train + list(preset) + extra + wiring)
         if method == "opd":
-            student, needs = student_of(name, preset, wiring, soup)
+            student, needs = student_of(composed["consolidation"]["student"], soup)
             if student:
                 wiring.append(f"consolidation.student={student}")
                 after += needs
-        pool = compose_step(name, base + train + list(preset) + extra + wiring)["teacher_pool"]["teachers"]
+        pool = composed["teacher_pool"]["teachers"]
         if len(pool) != len(experts):
             raise ValueError(f"step {name}: teacher_pool has {len(pool)} teachers for {len(experts)} experts")
         for i, (teacher, (expert, source)) in enumerate(zip(pool, experts.items())):
@@ -160,7 +161,8 @@ def plan(c: dict) -> list:
         for kind in kinds:
             name = f"{opd_name}-{kind}"
             if kind == "own_teacher":
-                student, needs = student_of(name, preset, ["consolidation=opd"], soup)
+                composed = compose_step(name, base + train + list(preset) + extra + ["consolidation=opd"])
+                student, needs = student_of(composed["consolidation"]["student"], soup)
                 if student is None:
                     raise ValueError(f"step {name}: the own-teacher control needs OPD's student to be soup or a "
                                      "stage (consolidation.student)")
@@ -271,49 +273,44 @@ def held_out_evaluation(expert, compose_step, runs_dir: str, name: str, policy: 
     call), the policy given by `policy` overrides: uniform random stimulus (the row every trained
     model is read against) or a checkpoint under another protocol. Its dir is <name>-<hash of its overrides>, so changed held-out
     tasks never reuse old results."""
-    import hashlib
-
-    from .workflow.steps import Step
-
-    c = compose_step(expert.name, expert.overrides)
-    rl = c["rl"]
-    tasks = {k: v for k, v in rl["eval_tasks"].items() if v is not None}
-    overrides = [*policy, f"tasks={tasks.pop('name')}",
-                 *(f"tasks.{k}={_value(v)}" for k, v in sorted(tasks.items())), f"format={c['format']['name']}",
-                 f"n_samples={rl['eval_samples']}", "progress=false",
-                 *([f"policy.temperature={rl['eval_temperature']}", f"policy.max_new_tokens={rl['max_new_tokens']}",
-                    f"policy.max_prompt_tokens={rl['max_prompt_tokens']}",
-                    f"protocol.batch_tasks={rl['prompts_per_generate']}"] if sampled else []),
-                 *([f"pass_coverage={c['pass_coverage']}"] if c["pass_coverage"] is not None else []),
-                 f"logger={c['logger']['name']}"]
-    digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:8]
-    head, _, tail = name.rpartition("/")
-    return Step(name, "chorus.evaluate", overrides, Path(runs_dir) / head / f"{tail}-{digest}",
-                results_in_hydra_dir=True, after=[expert.name] if sampled else [])
+    return _evaluation_step(expert, compose_step, runs_dir, name, policy, "eval_tasks", None,
+                            "eval_temperature" if sampled else None)
 
 
 def teacher_table(expert, compose_step, runs_dir: str, name: str, samples: int):
     """A chorus.evaluate step scoring the expert on its own training tasks (rl.tasks), `samples` per task
     at the training sampling (rl.temperature, as OPD's student samples them): the per-task table OPD's
     gate reads. Never on the validation or test split."""
+    return _evaluation_step(expert, compose_step, runs_dir, name,
+                            ["policy=model", "model=hf", f"model.path={expert.run_dir / 'hf'}"], "tasks", samples,
+                            "temperature")
+
+
+def _evaluation_step(expert, compose_step, runs_dir: str, name: str, policy: list[str], tasks_key: str,
+                     samples: int | None, temperature_key: str | None):
+    """A chorus.evaluate step of `policy` on the expert's rl.<tasks_key> with its format and pass rule,
+    `samples` per task (None: its rl.eval_samples); with `temperature_key`, sampled as the expert's
+    rl.<temperature_key> with its token budgets and prompts a generate call, after the expert. Its dir
+    is <name>-<hash of its overrides>."""
     import hashlib
 
     from .workflow.steps import Step
 
     c = compose_step(expert.name, expert.overrides)
     rl = c["rl"]
-    tasks = {k: v for k, v in rl["tasks"].items() if v is not None}
-    overrides = ["policy=model", "model=hf", f"model.path={expert.run_dir / 'hf'}", f"tasks={tasks.pop('name')}",
+    tasks = {k: v for k, v in rl[tasks_key].items() if v is not None}
+    overrides = [*policy, f"tasks={tasks.pop('name')}",
                  *(f"tasks.{k}={_value(v)}" for k, v in sorted(tasks.items())), f"format={c['format']['name']}",
-                 f"n_samples={samples}", "progress=false", f"policy.temperature={rl['temperature']}",
-                 f"policy.max_new_tokens={rl['max_new_tokens']}", f"policy.max_prompt_tokens={rl['max_prompt_tokens']}",
-                 f"protocol.batch_tasks={rl['prompts_per_generate']}",
+                 f"n_samples={rl['eval_samples'] if samples is None else samples}", "progress=false",
+                 *([f"policy.temperature={rl[temperature_key]}", f"policy.max_new_tokens={rl['max_new_tokens']}",
+                    f"policy.max_prompt_tokens={rl['max_prompt_tokens']}",
+                    f"protocol.batch_tasks={rl['prompts_per_generate']}"] if temperature_key else []),
                  *([f"pass_coverage={c['pass_coverage']}"] if c["pass_coverage"] is not None else []),
                  f"logger={c['logger']['name']}"]
     digest = hashlib.sha256("\n".join(overrides).encode()).hexdigest()[:8]
     head, _, tail = name.rpartition("/")
     return Step(name, "chorus.evaluate", overrides, Path(runs_dir) / head / f"{tail}-{digest}",
-                results_in_hydra_dir=True, after=[expert.name])
+                results_in_hydra_dir=True, after=[expert.name] if temperature_key else [])
 
 
 def _value(v) -> str:

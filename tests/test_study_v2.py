@@ -379,3 +379,12 @@ def test_the_agentic_protocol_is_reported_per_stage_beside_the_direct_one(tmp_pa
     still = rows["agentic/gain/stage0"]["pooled"]
     assert abs(still["estimate"]) < 5 and still["lo"] < 0 < still["hi"]
     assert not any(h.startswith("agentic") for h in r["tests"]["secondary_p"])  # reported, not claimed
+
+
+def test_an_unknown_opd_control_is_refused_in_one_line(small_study, tmp_path):
+    seed = small_study[0]
+    raw = json.loads((seed / "controls.json").read_text())
+    raw["opd_controls"] = {"staged/teacher_swap": raw["experts"]["stage0"][0]}
+    (seed / "controls.json").write_text(json.dumps(raw))
+    with pytest.raises(ValueError, match=r"`opd_controls` names \['staged/teacher_swap'\]; use "):
+        read_manifest(seed)

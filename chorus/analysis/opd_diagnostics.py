@@ -32,11 +32,12 @@ def opd_steps(run_dir: str | Path) -> pd.DataFrame:
 def selection_curve(run_dir: str | Path) -> pd.DataFrame:
     """The validation evaluations (step, pass_rate, ...) the run's checkpoint was chosen on, with the
     chosen one marked; empty without rl.select_every."""
+    from ..rl.selection import best_point  # the rule the run chose by
+
     d = _lines(Path(run_dir) / "selection.jsonl")
     if d.empty:
         return d
-    best = d.sort_values(["pass_rate", "step"], ascending=[False, True]).iloc[0]["step"]
-    return d.assign(chosen=d["step"] == best)
+    return d.assign(chosen=d["step"] == best_point(d.to_dict("records"))["step"])
 
 
 def diagnostics_markdown(runs: dict[str, str | Path], plot: Path | None = None) -> list[str]:

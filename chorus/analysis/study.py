@@ -94,15 +94,15 @@ def seed_rows(table: pd.DataFrame, m: Manifest, labels: dict, seed: int = 0, n_b
     heads = [names[s][0] for s in STAGES]
     for method, d in m.consolidations.items():
         rows[f"staged_{method}_vs_best"] = versus_best(table, labels[str(d)], heads)
-    opd = {"positive": m.families_opd, "staged": m.consolidations.get("opd")}
-    for part, kind in [k.split("/", 1) for k in m.opd_controls]:  # OPD minus each of its controls, paired
-        ours = opd["positive" if part == "families" else "staged"]
+    opd = {"families": ("positive", m.families_opd), "staged": ("staged", m.consolidations.get("opd"))}
+    for key, control in m.opd_controls.items():  # OPD minus each of its controls, paired
+        part, kind = key.split("/", 1)
+        prefix, ours = opd[part]
         if ours is not None:
-            d = paired(table, labels[str(ours)], labels[str(m.opd_controls[f"{part}/{kind}"])])
-            name = {"own_teacher": "self"}.get(kind, kind)
-            rows[f"{'positive' if part == 'families' else 'staged'}_opd_vs_{name}"] = mean_row(d[:, 0] - d[:, 1])
-    if opd["staged"] is not None and "soup" in m.consolidations:
-        d = paired(table, labels[str(opd["staged"])], labels[str(m.consolidations["soup"])])
+            d = paired(table, labels[str(ours)], labels[str(control)])
+            rows[f"{prefix}_opd_vs_{'self' if kind == 'own_teacher' else kind}"] = mean_row(d[:, 0] - d[:, 1])
+    if {"opd", "soup"} <= set(m.consolidations):
+        d = paired(table, labels[str(m.consolidations["opd"])], labels[str(m.consolidations["soup"])])
         rows["staged_opd_vs_soup"] = mean_row(d[:, 0] - d[:, 1])
     if m.agentic:  # the secondary protocol: each stage's first expert with feedback turns, no claim
         agentic = [labels[str(m.agentic[s])] for s in STAGES if s in m.agentic]

@@ -222,7 +222,6 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
             policy.train(was_training)
 
         def start_and_validate(policy) -> None:  # the init's validation point, once the sampler is ready
-            sampler_start = start if vllm else (inference.place if inference else None)
             if sampler_start:
                 sampler_start(policy)
             if fit.global_step == 0 and not any(r["step"] == 0 for r in selection.curve()):
@@ -254,11 +253,11 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
                 model.train()
 
         vllm = rl.engine == "vllm"
+        sampler_start = start if vllm else (inference.place if inference else None)
         hooks = Hooks(rollout, state=sampler.state_dict, restore=sampler.load_state_dict, on_step=after_step,
                       sync_weights=(lambda m: _engine_sync(engines.engine)(m)) if vllm else
                       (inference.refresh if inference else None),
-                      start=start_and_validate if selection else start if vllm else
-                      (inference.place if inference else None))
+                      start=start_and_validate if selection else sampler_start)
         use_gradient_checkpointing(model, trainer)
         module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
                                   logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)

@@ -34,6 +34,12 @@ def select_steps(rl: RLConf, steps: int) -> list[int]:
     return sorted({0, *range(rl.select_every, steps, rl.select_every), steps})
 
 
+def best_point(curve: list[dict]) -> dict | None:
+    """The chosen validation evaluation of a curve (selection.jsonl's rows): the highest Pass@1, then
+    the earliest step (less training for the same score); None for an empty curve."""
+    return min(curve, key=lambda r: (-r["pass_rate"], r["step"])) if curve else None
+
+
 @dataclasses.dataclass
 class Selection:
     """Validation evaluations and the best weights so far, under <out>/select."""
@@ -49,9 +55,7 @@ class Selection:
         return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
     def best(self) -> dict | None:
-        """The chosen evaluation: highest Pass@1, then the earliest step."""
-        rows = self.curve()
-        return min(rows, key=lambda r: (-r["pass_rate"], r["step"])) if rows else None
+        return best_point(self.curve())
 
     def record(self, step: int, summary: dict, model: torch.nn.Module) -> None:
         """Append step's validation result; keep its weights when they are the best so far."""
