@@ -2,7 +2,7 @@
 
 - plain: transformers' default dynamic KV cache with the eager forward. Every decode step pays
   Python and kernel-launch overhead per layer: on one H200 a 0.44B Qwen3 took about 70 ms per step
-  at 64 x 512 tokens (DESIGN.md, GPU measurements), far above its arithmetic.
+  at 64 x 512 tokens (a measurement the project made before this module), far above its arithmetic.
 - static: a static KV cache of fixed shape, which lets transformers compile the decode step with
   torch.compile (mode reduce-overhead: CUDA graphs) on CUDA; elsewhere it decodes eagerly on the
   static cache unless compiling is forced (tests). The first call per batch size compiles (slow);
