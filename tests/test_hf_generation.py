@@ -332,6 +332,23 @@ def test_a_growing_cache_layer_holds_what_concatenation_would():
     assert all(torch.equal(a, b) for a, b in zip(grow.update(k, v), cat.update(k, v)))
 
 
+def test_a_prefill_in_row_chunks_caches_what_one_forward_caches(fenced):
+    """shared_prefix_cache under a token budget that takes one row per forward (PROMPTS differ in
+    length: left padding, so each chunk keeps the batch's width) holds, row for row and sample for
+    sample, the keys and values one forward over every prompt gives."""
+    from chorus.policy.hf_generation import shared_prefix_cache
+
+    model, tok = fenced
+    once = tok(PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False)
+    ids, mask = once["input_ids"], once["attention_mask"]
+    whole = shared_prefix_cache(model, ids, mask, 2)
+    chunked = shared_prefix_cache(model, ids, mask, 2, max_tokens=1)
+    assert chunked.get_seq_length() == whole.get_seq_length() == ids.shape[1] - 1
+    for a, b in zip(whole.layers, chunked.layers):
+        assert a.keys.shape == b.keys.shape == (2 * len(PROMPTS), *a.keys.shape[1:])
+        assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+
+
 @pytest.mark.parametrize("params", [SamplingParams(max_new_tokens=12, temperature=0.7, top_k=5, top_p=0.9, seed=4),
                                     GREEDY], ids=["sampled-topk-topp", "greedy"])
 def test_sampled_logprobs_without_per_step_scores_equal_transformers_own(fenced, params):

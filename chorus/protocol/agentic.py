@@ -96,8 +96,8 @@ def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: i
                     s.best, s.best_turn = (overall, rnd), turn
                 if overall >= 100.0 - 1e-9:
                     s.done = True
+    by_key = {(row["task_id"], row["sample"], row["round"]): row for row in rows}
     for s in samples:
-        for row in rows:
-            if row["task_id"] == tasks[s.task_index].id and row["sample"] == s.sample and row["round"] == s.best[1]:
-                row["final"] = True
+        if (row := by_key.get((tasks[s.task_index].id, s.sample, s.best[1]))) is not None:
+            row["final"] = True
     return rows
