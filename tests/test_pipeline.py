@@ -12,7 +12,9 @@ from omegaconf import OmegaConf
 
 from chorus.analysis.study_manifest import read_manifest
 from chorus.config.schema import CONF_DIR, register_configs
-from chorus.pipeline import in_report, plan, write_study
+from chorus.pipeline import plan
+from chorus.workflow.plan import in_report
+from chorus.workflow.study_record import write_study
 from chorus.tracking.record import machine_kind
 from chorus.workflow.runner import StepFailed, run_steps
 from chorus.workflow.steps import Step
@@ -377,7 +379,7 @@ def test_opds_controls_each_change_one_thing(study):
 def test_the_study_evaluates_each_stages_first_expert_again_with_one_feedback_turn(study):
     """The secondary protocol: chorus.evaluate with protocol=agentic (1 round) on each stage's first
     expert, after it, on the experts' held-out tasks with their sampling; not in REPORT.md's table."""
-    from chorus.pipeline import in_report
+    from chorus.workflow.plan import in_report
 
     runs, c, by = study
     assert c["pipeline"]["controls"]["agentic_rounds"] == 1
