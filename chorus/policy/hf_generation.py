@@ -168,10 +168,11 @@ def growing_cache(model) -> Cache:
 
 
 # Tokens (rows x padded width) one prefill forward takes at most. A prefill's activations grow with
-# rows x width^2 (attention) and rows x width (the MLP): an agentic round's 512 distinct ~900-token
-# conversations prefilled at once peaked at 8.5 GB on the tiny `s` model, and two such evaluations side
-# by side were killed for memory on a 24 GB machine; in chunks of 64 rows the peak was 3.1 GB, and the
-# prefill no slower. A direct evaluation's 32 prompts x <= 512 tokens is still one forward.
+# rows x width^2 (attention) and rows x width (the MLP): an agentic round's 512 distinct conversations
+# (about 1,000 tokens each) prefilled at once, and two such evaluations side by side were killed for
+# memory on a 24 GB machine. bench/prefill_chunks.py, 512 x 900 tokens on the tiny `s` model, one
+# thread: peak 8.5 GB at once, 3.2 GB in chunks (36 rows), 1.4x faster. A direct evaluation's 32
+# prompts x <= 512 tokens is still one forward.
 PREFILL_TOKENS = 32768
 
 
@@ -187,25 +188,25 @@ def shared_prefix_cache(model, input_ids: torch.Tensor, attention_mask: torch.Te
     mask = attention_mask[:, :-1]
     positions = mask.long().cumsum(-1) - 1
     positions.masked_fill_(mask == 0, 1)
-    step = max(1, max_tokens // mask.shape[1])
-    chunks = []
-    for start in range(0, mask.shape[0], step):
-        part = growing_cache(model)
+    step, total = max(1, max_tokens // mask.shape[1]), mask.shape[0]
+    cache = None
+    for start in range(0, total, step):
         rows = slice(start, start + step)
+        part = growing_cache(model)
         model(input_ids=input_ids[rows, :-1], attention_mask=mask[rows], position_ids=positions[rows], use_cache=True,
               logits_to_keep=1, **{cache_kwarg(model): part})
-        chunks.append(part)
-    cache = chunks[0] if len(chunks) == 1 else _concat_rows(model, chunks)
+        if step >= total:
+            cache = part
+            break
+        if cache is None:  # every row's keys and values in one buffer, filled chunk by chunk
+            cache = growing_cache(model)
+            for layer, done in zip(cache.layers, part.layers):
+                shape = (total, *done.keys.shape[1:])
+                layer.update(done.keys.new_empty(shape), done.values.new_empty(shape))
+        for layer, done in zip(cache.layers, part.layers):
+            layer.keys[rows], layer.values[rows] = done.keys, done.values
     if n > 1:
         cache.batch_repeat_interleave(n)
-    return cache
-
-
-def _concat_rows(model, chunks: list[Cache]) -> Cache:
-    """One growing cache whose rows are the chunks' rows, in order."""
-    cache = growing_cache(model)
-    for i, layer in enumerate(cache.layers):
-        layer.update(torch.cat([c.layers[i].keys for c in chunks]), torch.cat([c.layers[i].values for c in chunks]))
     return cache
 
 
