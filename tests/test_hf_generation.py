@@ -334,19 +334,42 @@ def test_a_growing_cache_layer_holds_what_concatenation_would():
 
 def test_a_prefill_in_row_chunks_caches_what_one_forward_caches(fenced):
     """shared_prefix_cache under a token budget that takes one row per forward (PROMPTS differ in
-    length: left padding, so each chunk keeps the batch's width) holds, row for row and sample for
-    sample, the keys and values one forward over every prompt gives."""
+    length: left padding, and each chunk only as wide as its row) holds, row for row and sample for
+    sample, at every real position the keys and values one forward over every prompt gives; its
+    padded positions are zeros (masked either way)."""
     from chorus.policy.hf_generation import shared_prefix_cache
 
     model, tok = fenced
     once = tok(PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False)
     ids, mask = once["input_ids"], once["attention_mask"]
+    assert len(set(mask.sum(1).tolist())) == 3  # rows of three widths: chunks of three widths
     whole = shared_prefix_cache(model, ids, mask, 2)
     chunked = shared_prefix_cache(model, ids, mask, 2, max_tokens=1)
+    real = mask[:, :-1].bool().repeat_interleave(2, 0)
     assert chunked.get_seq_length() == whole.get_seq_length() == ids.shape[1] - 1
     for a, b in zip(whole.layers, chunked.layers):
         assert a.keys.shape == b.keys.shape == (2 * len(PROMPTS), *a.keys.shape[1:])
-        assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+        for x, y in ((a.keys, b.keys), (a.values, b.values)):
+            x, y = x.transpose(1, 2), y.transpose(1, 2)  # [rows, positions, heads, d]
+            assert torch.allclose(x[real], y[real], atol=1e-5)
+            assert not y[~real].any()
+
+
+@pytest.mark.parametrize("params", [GREEDY, SamplingParams(max_new_tokens=12, temperature=0.7, seed=3)],
+                         ids=["greedy", "sampled"])
+def test_decoding_after_a_chunked_prefill_gives_one_forward_s_tokens(fenced, monkeypatch, params):
+    """generation=shared with PREFILL_TOKENS so small that every prompt is its own chunk: the same
+    tokens and (within float noise) log-probs as with every prompt in one forward, on the same seed."""
+    import chorus.policy.hf_generation as hf
+
+    model, tok = fenced
+    engine = HFEngine(model, tok, generation="shared")
+    whole = engine.generate(PROMPTS, n=2, params=params)
+    monkeypatch.setattr(hf, "PREFILL_TOKENS", 1)
+    chunked = engine.generate(PROMPTS, n=2, params=params)
+    for a, b in zip([g for gs in whole for g in gs], [g for gs in chunked for g in gs]):
+        assert (a.token_ids, a.finish_reason) == (b.token_ids, b.finish_reason)
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
 
 
 @pytest.mark.parametrize("params", [SamplingParams(max_new_tokens=12, temperature=0.7, top_k=5, top_p=0.9, seed=4),

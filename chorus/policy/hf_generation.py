@@ -171,40 +171,53 @@ def growing_cache(model) -> Cache:
 # rows x width^2 (attention) and rows x width (the MLP): an agentic round's 512 distinct conversations
 # (about 1,000 tokens each) prefilled at once, and two such evaluations side by side were killed for
 # memory on a 24 GB machine. bench/prefill_chunks.py, 512 x 900 tokens on the tiny `s` model, one
-# thread: peak 8.5 GB at once, 3.2 GB in chunks (36 rows), 1.4x faster. A direct evaluation's 32
-# prompts x <= 512 tokens is still one forward.
+# thread: peak 8.5 GB at once, 3.2 GB in chunks (36 rows), 1.4x faster (before chunks took only their
+# own width). A direct evaluation's 32 prompts x <= 512 tokens is still one forward.
 PREFILL_TOKENS = 32768
 
 
 def shared_prefix_cache(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n: int,
-                        max_tokens: int = PREFILL_TOKENS) -> Cache | None:
+                        max_tokens: int | None = None) -> Cache | None:
     """A cache holding every distinct prompt's prefix (all but its last token), computed once and
     repeated for its n samples: `input_ids` and `attention_mask` are the prompts before repetition
     (left-padded). Positions are what `generate` gives a left-padded row (cumsum of the mask), so the
-    cached keys are those generate's own prefill would compute. Rows are prefilled in chunks of at most
-    `max_tokens` tokens (at least one row a chunk). None when there is no prefix."""
+    cached keys are those generate's own prefill would compute. None when there is no prefix.
+
+    Rows that fit `max_tokens` (default PREFILL_TOKENS) at the batch's width are one forward. Else they
+    are prefilled longest first, in chunks of at most `max_tokens` tokens, each chunk only as wide as
+    its longest row: a row's real positions get the keys they get in one forward (the padding before
+    them is masked either way), its padded positions zeros."""
     if input_ids.shape[1] < 2:
         return None
     mask = attention_mask[:, :-1]
     positions = mask.long().cumsum(-1) - 1
     positions.masked_fill_(mask == 0, 1)
-    step, total = max(1, max_tokens // mask.shape[1]), mask.shape[0]
-    cache = None
-    for start in range(0, total, step):
-        rows = slice(start, start + step)
-        part = growing_cache(model)
-        model(input_ids=input_ids[rows, :-1], attention_mask=mask[rows], position_ids=positions[rows], use_cache=True,
-              logits_to_keep=1, **{cache_kwarg(model): part})
-        if step >= total:
-            cache = part
-            break
-        if cache is None:  # every row's keys and values in one buffer, filled chunk by chunk
-            cache = growing_cache(model)
+    budget, (total, width) = max_tokens or PREFILL_TOKENS, mask.shape
+    kw = cache_kwarg(model)
+    if total * width <= budget:
+        cache = growing_cache(model)
+        model(input_ids=input_ids[:, :-1], attention_mask=mask, position_ids=positions, use_cache=True,
+              logits_to_keep=1, **{kw: cache})
+    else:
+        cache = growing_cache(model)
+        lengths = mask.sum(1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        start = 0
+        while start < total and (w := int(lengths[order[start]])) > 0:  # rows with no prefix keep zeros
+            rows = order[start:start + max(1, budget // w)]
+            part = growing_cache(model)
+            cols = slice(width - w, width)
+            model(input_ids=input_ids[rows, cols], attention_mask=mask[rows, cols], position_ids=positions[rows, cols],
+                  use_cache=True, logits_to_keep=1, **{kw: part})
             for layer, done in zip(cache.layers, part.layers):
-                shape = (total, *done.keys.shape[1:])
-                layer.update(done.keys.new_empty(shape), done.values.new_empty(shape))
-        for layer, done in zip(cache.layers, part.layers):
-            layer.keys[rows], layer.values[rows] = done.keys, done.values
+                if not layer.is_initialized:  # every row's keys and values in one buffer
+                    shape = (total, done.keys.shape[1], width, done.keys.shape[-1])
+                    layer.update(done.keys.new_zeros(shape), done.values.new_zeros(shape))
+                layer.keys[rows, :, cols], layer.values[rows, :, cols] = done.keys, done.values
+            start += len(rows)
+        if not cache.layers[0].is_initialized:  # no row has a prefix: the single forward's shapes
+            model(input_ids=input_ids[:, :-1], attention_mask=mask, position_ids=positions, use_cache=True,
+                  logits_to_keep=1, **{kw: cache})
     if n > 1:
         cache.batch_repeat_interleave(n)
     return cache
