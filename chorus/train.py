@@ -71,7 +71,8 @@ def sft(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     from .sft.stages import run_stage
 
     stage = conf.sft_stage
-    info = run_stage(stage, inputs["init"], reporting(ctx, mirror, "sft step", stage.steps), trainer=conf.trainer)
+    info = run_stage(stage, inputs["init"], reporting(ctx, mirror, "sft step", stage.steps), trainer=conf.trainer,
+                     prompts_per_call=conf.rl.prompts_per_generate)
     if not info:  # a rank other than 0 of a multi-process trainer
         return info
     if stage.evaluate:  # the stage on the experts' held-out tasks, so stages and experts compare

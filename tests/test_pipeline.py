@@ -293,6 +293,12 @@ def test_the_default_pipeline_is_the_staged_world(tmp_path):
     assert [n for n in by if n.startswith("rl/")] == ["rl/stage0", "rl/stage1", "rl/stage2"]
     assert [step_cfg(by[f"rl/{s}"])["seed"] for s in ("stage0", "stage1", "stage2")] == [0, 1000, 2000]
     assert not any(n.startswith("control/") for n in by)
+    # the preset's prompts a generate call reach every step that samples: the stages drawing their
+    # starting model's own samples, the experts, the merges' held-out evaluations; not stage 0 (no draws)
+    batch = "rl.prompts_per_generate=32"
+    assert [n for n, s in by.items() if batch in s.overrides] == [
+        "sft/stage1", "sft/stage2", "rl/stage0", "rl/stage1", "rl/stage2", "consolidation/soup",
+        "consolidation/ties", "consolidation/della", "consolidation/opd"]
 
 
 @pytest.fixture(scope="module")

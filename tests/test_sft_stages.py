@@ -110,3 +110,28 @@ def test_unknown_group_options_list_the_choices(tmp_path, overrides, message):
                         f"hydra.run.dir={tmp_path / 'h'}"], capture_output=True, text=True, timeout=300)
     assert p.returncode != 0 and message in p.stderr and "Available options" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+
+def test_the_starting_models_own_samples_are_drawn_prompts_per_call_tasks_a_generate_call(tmp_path, tiny_xs, sim_cfg,
+                                                                                      monkeypatch):
+    """5 designs, 2 samples each, 2 tasks a generate call: calls of 2, 2 and 1 prompts, n=2 each, and
+    every design's samples returned in design order."""
+    from chorus.policy.engines import HFEngine
+    from chorus.sft.stages import sample_answers
+    from chorus.tasks import load_tasks
+
+    calls, generate = [], HFEngine.generate
+
+    def recorded(self, prompts, n=1, **kw):
+        calls.append((len(prompts), n))
+        return generate(self, prompts, n=n, **kw)
+
+    monkeypatch.setattr(HFEngine, "generate", recorded)
+    tasks = load_tasks("generated", split="train", per_family=12, families=["counter"])[:5]
+    assert len(tasks) == 5
+    out = tmp_path / "sft"
+    pairs = sample_answers(str(tiny_xs), tasks, stage_conf("stage1", own_samples=2), context(out, sim_cfg),
+                           prompts_per_call=2)
+    assert calls == [(2, 2), (2, 2), (1, 2)]
+    assert [t.id for t, _ in pairs] == [t.id for t in tasks for _ in range(2)]

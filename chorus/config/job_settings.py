@@ -25,7 +25,7 @@ COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
 # A held-out evaluation (heldout.eval_sampling and evaluate_checkpoint read these; model.dtype: what a
 # checkpoint is evaluated in on a GPU, heldout.evaluation_dtype).
 EVALUATION = ("model.dtype", "rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature",
-              "rl.max_new_tokens", "rl.max_prompt_tokens", "rl.generation")
+              "rl.max_new_tokens", "rl.max_prompt_tokens", "rl.generation", "rl.prompts_per_generate")
 # Merge options per method: everything else under consolidation.* is refused for that method.
 MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam", "normalize"), "ties": ("density", "lam"),
                  "dare": ("density", "lam", "normalize", "seed"),
@@ -56,6 +56,8 @@ def _sft(c: dict) -> list[str]:
     # that is not evaluated runs nothing. model.dtype: only the stage's evaluation reads it.
     stage = c["sft_stage"]
     uses = ["sft_stage", *FLOAT32]
+    if stage.get("prioritised") or (stage.get("repair_from") == "own" and "repair" in stage.get("kinds", ())):
+        uses.append("rl.prompts_per_generate")  # the starting model's own samples: tasks a generate call
     if not stage.get("checkpoint") or stage["evaluate"]:
         uses.append("trainer")
     return uses + list(EVALUATION) if stage["evaluate"] else uses

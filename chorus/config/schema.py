@@ -245,8 +245,9 @@ class RLConf:
     epochs: int = 1  # passes over the rollout (each pass: mini_batches optimizer steps)
     prompts_per_step: int = 4
     # prompts the hf engine samples in one batch (each with all its samples) in rollouts, held-out
-    # evaluations and OPD's teacher estimates: larger batches sample faster on a CPU (the tiny preset
-    # sets 16: 1.5x the samples/s of 4 at 4 samples each) and need more memory on a GPU
+    # evaluations (the merges' and SFT stages' too), OPD's teacher estimates and an SFT stage's draws
+    # of its starting model (repair_from=own, prioritised): larger batches sample faster on a CPU (the
+    # tiny preset sets 16: 1.5x the samples/s of 4 at 4 samples each) and need more memory on a GPU
     prompts_per_generate: int = 4
     group_size: int = 8
     micro_batch: int = 8  # sequences per forward/backward

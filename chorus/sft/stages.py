@@ -9,7 +9,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from ..config.schema import SFTStageConf, TrainerConf
+from ..config.schema import RLConf, SFTStageConf, TrainerConf
 from ..config.modes import RepairSource
 from ..config.job_context import JobContext
 from ..policy.models import resolve_path
@@ -66,9 +66,10 @@ def resolve_init(init: str | None, model: dict, runs_dir: str | Path) -> str:
     return str(init)
 
 
-def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext, device="cpu") -> dict[str, float]:
+def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext, device="cpu",
+                     prompts_per_call: int = RLConf.prompts_per_generate) -> dict[str, float]:
     """Mean coverage the starting model reaches on each task over stage.prioritise_samples direct
-    samples: the worst-state signal."""
+    samples (`prompts_per_call` tasks a generate call): the worst-state signal."""
     from ..policy.engines import HFEngine, SamplingParams
     from ..policy.models import load_model
     from ..protocol.direct import run_direct
@@ -79,8 +80,7 @@ def current_coverage(init: str, tasks, stage: SFTStageConf, ctx: JobContext, dev
     rows = run_direct(tasks, HFEngine(model, tok), tok, ctx.fmt, stage.prioritise_samples,
                       SamplingParams(max_new_tokens=stage.max_new_tokens),
                       ctx.sim, workers=ctx.workers, max_prompt_tokens=stage.max_prompt_tokens, progress=False,
-                      timing=ctx.timing,
-                      on_progress=ctx.progress.callback(phase))
+                      batch_tasks=prompts_per_call, timing=ctx.timing, on_progress=ctx.progress.callback(phase))
     sums: dict[str, list[float]] = {}
     for r in rows:
         sums.setdefault(r["task_id"], []).append(r["overall"] or 0.0)
@@ -97,9 +97,11 @@ def mean_coverage(scored: list[tuple], per_task: int) -> dict[str, float]:
     return {t: sum(v) / len(v) for t, v in covs.items()}
 
 
-def sample_answers(init: str, tasks, stage: SFTStageConf, ctx: JobContext, device="cpu") -> list[tuple]:
+def sample_answers(init: str, tasks, stage: SFTStageConf, ctx: JobContext, device="cpu",
+                   prompts_per_call: int = RLConf.prompts_per_generate) -> list[tuple]:
     """stage.own_samples completions of the starting model per task (the prompts it trains on, the
-    stage's max_new_tokens, the sampler's defaults): (task, text) pairs."""
+    stage's max_new_tokens, the sampler's defaults; `prompts_per_call` tasks a generate call, each with
+    all its samples): (task, text) pairs."""
     from ..policy.engines import HFEngine, SamplingParams
     from ..policy.models import load_model
     from ..policy.prompts import render_prompt
@@ -109,8 +111,8 @@ def sample_answers(init: str, tasks, stage: SFTStageConf, ctx: JobContext, devic
     model, tok = load_model("hf", path=init, device=device)
     engine, out = HFEngine(model, tok), []
     t0 = time.monotonic()
-    for start in range(0, len(tasks), 4):
-        chunk = tasks[start:start + 4]
+    for start in range(0, len(tasks), prompts_per_call):
+        chunk = tasks[start:start + prompts_per_call]
         prompts = [render_prompt(t, ctx.fmt, tok, stage.max_prompt_tokens).text for t in chunk]
         gens = engine.generate(prompts, n=stage.own_samples,
                                params=SamplingParams(max_new_tokens=stage.max_new_tokens, seed=ctx.seed + start))
@@ -126,9 +128,11 @@ def keep_skills(examples: list, skills) -> list:
     return [e for e in examples if e.kind != "validated" or in_skills(e.meta["grade"], skills)]
 
 
-def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: TrainerConf | None = None) -> dict:
+def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: TrainerConf | None = None,
+              prompts_per_call: int = RLConf.prompts_per_generate) -> dict:
     """Train (or, with stage.checkpoint, register) one stage from `init` into the run dir on `trainer`
-    (default: the CPU). SFT keeps float32 master weights (ctx.dtype is not read; trainer.precision sets
+    (default: the CPU); the starting model's own samples are drawn `prompts_per_call` tasks a generate
+    call (rl.prompts_per_generate). SFT keeps float32 master weights (ctx.dtype is not read; trainer.precision sets
     the compute); ctx.on_step hears each step's loss. Ranks other than 0 return {}."""
     from ..trainer_setup import eval_device
 
@@ -165,7 +169,7 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)  # the answers are scored by simulation
     coverage = None
     if own:  # repairs start from the starting model's own failed samples, with their real feedback
-        samples = sample_answers(init, tasks, stage, ctx, device=eval_device(trainer))
+        samples = sample_answers(init, tasks, stage, ctx, device=eval_device(trainer), prompts_per_call=prompts_per_call)
         t0 = time.monotonic()
         scored = score_samples(samples, ctx.fmt, ctx.sim, ctx.workers, ctx.executor)
         examples += own_repairs(samples, repair_targets, ctx.fmt, ctx.sim, stage.min_coverage, prompt=fit,
@@ -175,7 +179,8 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
             coverage = mean_coverage(scored, stage.prioritise_samples)
     examples = [e for e in examples if e.kind in stage.kinds]
     if stage.prioritised:
-        coverage = coverage or current_coverage(init, tasks, stage, ctx, device=eval_device(trainer))
+        coverage = coverage or current_coverage(init, tasks, stage, ctx, device=eval_device(trainer),
+                                                prompts_per_call=prompts_per_call)
         weights = task_weights(coverage)
         examples = prioritised_sample(examples, weights, k=stage.steps * stage.batch_size, seed=ctx.seed)
     t0 = time.monotonic()
