@@ -90,7 +90,7 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
 def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict, sim, workers,
                      executor=None, usage: dict | None = None, timing: dict | None = None) -> list[dict]:
     """`usage`, when given, receives engine=openai's paid/cached sample and token counts and its requests;
-    `timing` the seconds spent generating and waiting on simulations (protocol=direct)."""
+    `timing` the seconds spent generating and waiting on simulations (protocol=direct and agentic)."""
     from .policy.engines import SamplingParams, make_engine
     from .policy.models import load_model, resolve_path
     from .protocol import PROTOCOLS

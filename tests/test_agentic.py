@@ -55,9 +55,12 @@ def test_markov_keeps_only_the_best_answer_and_its_feedback(tiny_xs, sim_cfg):
 def test_tiny_model_end_to_end_rows_show_rounds_and_statuses(tiny_xs, sim_cfg):
     model, tok = load_model("hf", path=str(tiny_xs))
     tasks = load_tasks("generated", per_family=1, families=["alu"])
+    timing = {}
     rows = run_agentic(tasks, HFEngine(model, tok), tok, "vectors", 2, SamplingParams(max_new_tokens=16), sim_cfg,
-                       rounds=1, workers=2)
+                       rounds=1, workers=2, timing=timing)
     assert sorted((r["sample"], r["round"]) for r in rows) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    # the job's time table hears where the minutes went: generating, then waiting on the simulations
+    assert set(timing) == {"generation_s", "simulation_wait_s"} and all(v > 0 for v in timing.values())
     assert sum(r["final"] for r in rows) == 2 and all(r["status"] for r in rows)
 
 

@@ -7,11 +7,13 @@ Round 0 is protocol=direct's sampling: the same prompt (cut to max_prompt_tokens
 task's samples one group (its prompt's prefix kept once), `batch_tasks` tasks a generate call. Later
 rounds give every still-active sample its own conversation, `batch_tasks x n_samples` of them a call
 (one call for all of them held every conversation's cache at once). Each round is scored in parallel.
-Rows: one per sample and round; the kept (best) row of each sample has `final: True`.
+Rows: one per sample and round; the kept (best) row of each sample has `final: True`. `timing` (a
+job's) gains the seconds spent generating and waiting on simulations once a round's generation is done.
 """
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field
 from contextlib import nullcontext
 from typing import Sequence
@@ -23,6 +25,7 @@ from ..rl.rewards import COVERAGE_COUNTS
 from ..sim import SimConfig, SimResult
 from ..sim.pool import make_pool, settled
 from ..tasks.schema import Task
+from ..tracking.timing import add_seconds
 from .direct import generation_row, parsed_job
 from .feedback import feedback_message
 
@@ -44,7 +47,7 @@ def _conversation(s: _Sample, markov: bool, base: list[dict]) -> list[dict]:
 def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
                 cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
                 rounds: int = 3, markov: bool = False, batch_tasks: int = 4, workers: int | None = None,
-                progress: bool = True, executor=None, **_) -> list[dict]:
+                progress: bool = True, executor=None, timing: dict | None = None, **_) -> list[dict]:
     job = functools.partial(parsed_job, fmt, fmt_options or {})
     fitted = [fit_messages(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
     bases = [msgs for msgs, _ in fitted]
@@ -59,7 +62,7 @@ def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: i
             active = [s for s in samples if not s.done]
             if not active:
                 break
-            gens = []
+            gens, t0 = [], time.monotonic()
             if rnd == 0:  # as protocol=direct samples: a task's samples share its prompt
                 for start in range(0, len(tasks), batch_tasks):
                     texts = [prompt.text for _, prompt in fitted[start:start + batch_tasks]]
@@ -77,10 +80,13 @@ def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: i
                 for start in range(0, len(prompts), rows_per_call):
                     gens += engine.generate(prompts[start:start + rows_per_call], n=1,
                                             params=seeded(params.seed + 1000 * rnd + start))
+            add_seconds(timing, "generation_s", time.monotonic() - t0)  # with round 1+'s prompt rendering
             futures = [pool.submit(job, tasks[s.task_index], g[0], cfg) for s, g in zip(active, gens)]
-            for s, g, fut in zip(active, gens, futures):
+            t0 = time.monotonic()
+            results: list[SimResult] = [settled(f) for f in futures]
+            add_seconds(timing, "simulation_wait_s", time.monotonic() - t0)
+            for s, g, result in zip(active, gens, results):
                 gen: Generation = g[0]
-                result: SimResult = settled(fut)
                 task = tasks[s.task_index]
                 parsed = parse_completion(gen.text, fmt)
                 gen.meta["parse_status"] = parsed.status
