@@ -24,6 +24,7 @@ from .sim.config import sim_config
 from .sim.executor import make_executor
 from .stimulus.formats import get_format
 from .tasks import TaskFormatError, load_tasks
+from .tracking.progress import Progress
 from .tracking.record import model_name, run_metadata, write_error
 from .tracking.run_dir import write_run
 from .tracking.summary import summarize
@@ -69,7 +70,8 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
     n, usage, timing = cfg["n_samples"], {}, {}
     with make_executor(sim, workers) as executor:
         if name == "model":
-            rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers, executor, usage, timing)
+            rows = run_model_policy(tasks, cfg, policy, fmt, fmt_options, sim, workers, executor, usage, timing,
+                                    reporter=Progress(out_dir))
         else:
             completions = [STATIC_POLICIES[name](t, samples=n, fmt=fmt, fmt_options=fmt_options, **policy)
                            for t in tasks]
@@ -88,9 +90,11 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
 
 
 def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict, sim, workers,
-                     executor=None, usage: dict | None = None, timing: dict | None = None) -> list[dict]:
+                     executor=None, usage: dict | None = None, timing: dict | None = None,
+                     reporter: Progress | None = None) -> list[dict]:
     """`usage`, when given, receives engine=openai's paid/cached sample and token counts and its requests;
-    `timing` the seconds spent generating and waiting on simulations (protocol=direct and agentic)."""
+    `timing` the seconds spent generating and waiting on simulations (protocol=direct and agentic);
+    `reporter` the samples generated so far (progress.jsonl in the run dir, which the pipeline shows)."""
     from .policy.engines import SamplingParams, make_engine
     from .policy.models import load_model, resolve_path
     from .protocol import PROTOCOLS
@@ -122,7 +126,8 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
                             top_p=policy["top_p"], top_k=policy["top_k"], seed=policy["seed"])
     rows = PROTOCOLS[proto_name](tasks, engine, tok, fmt, cfg["n_samples"], params, sim, fmt_options,
                                  max_prompt_tokens=policy["max_prompt_tokens"], workers=workers, executor=executor,
-                                 progress=cfg["progress"], timing=timing, **proto)
+                                 progress=cfg["progress"], timing=timing, reporter=reporter,
+                                 on_progress=reporter.callback("evaluation") if reporter else None, **proto)
     if usage is not None and hasattr(engine, "usage"):
         usage.update({**engine.usage, "http_calls": engine.http_calls})
     return rows

@@ -3,6 +3,8 @@ from chorus.policy.engines import Generation, HFEngine, SamplingParams
 from chorus.policy.models import load_model
 from chorus.protocol.agentic import run_agentic
 from chorus.tasks import load_tasks
+from chorus.tracking.progress import Progress
+from helpers import lines
 
 
 class ScriptedEngine:
@@ -52,13 +54,16 @@ def test_markov_keeps_only_the_best_answer_and_its_feedback(tiny_xs, sim_cfg):
     assert medium.splitlines()[1] in last and last.count("Coverage of") == 1
 
 
-def test_tiny_model_end_to_end_rows_show_rounds_and_statuses(tiny_xs, sim_cfg):
+def test_tiny_model_end_to_end_rows_show_rounds_and_statuses(tiny_xs, sim_cfg, tmp_path):
     model, tok = load_model("hf", path=str(tiny_xs))
     tasks = load_tasks("generated", per_family=1, families=["alu"])
-    timing = {}
+    timing, reporter = {}, Progress(tmp_path)
     rows = run_agentic(tasks, HFEngine(model, tok), tok, "vectors", 2, SamplingParams(max_new_tokens=16), sim_cfg,
-                       rounds=1, workers=2, timing=timing)
+                       rounds=1, workers=2, timing=timing, reporter=reporter)
     assert sorted((r["sample"], r["round"]) for r in rows) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    # progress.jsonl (what the pipeline shows of a long evaluation): each round from 0 to its samples
+    assert [(p["phase"], p["done"], p["total"]) for p in lines(tmp_path / "progress.jsonl")] == [
+        ("round 0", 0, 2), ("round 0", 2, 2), ("round 1", 0, 2), ("round 1", 2, 2)]
     # the job's time table hears where the minutes went: generating, then waiting on the simulations
     assert set(timing) == {"generation_s", "simulation_wait_s"} and all(v > 0 for v in timing.values())
     assert sum(r["final"] for r in rows) == 2 and all(r["status"] for r in rows)

@@ -8,7 +8,8 @@ task's samples one group (its prompt's prefix kept once), `batch_tasks` tasks a 
 rounds give every still-active sample its own conversation, `batch_tasks x n_samples` of them a call
 (one call for all of them held every conversation's cache at once). Each round is scored in parallel.
 Rows: one per sample and round; the kept (best) row of each sample has `final: True`. `timing` (a
-job's) gains the seconds spent generating and waiting on simulations once a round's generation is done.
+job's) gains the seconds spent generating and waiting on simulations once a round's generation is done;
+`reporter` (tracking.progress.Progress) hears each round's samples generated so far.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def _conversation(s: _Sample, markov: bool, base: list[dict]) -> list[dict]:
 def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
                 cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
                 rounds: int = 3, markov: bool = False, batch_tasks: int = 4, workers: int | None = None,
-                progress: bool = True, executor=None, timing: dict | None = None, **_) -> list[dict]:
+                progress: bool = True, executor=None, timing: dict | None = None, reporter=None,
+                **_) -> list[dict]:
     job = functools.partial(parsed_job, fmt, fmt_options or {})
     fitted = [fit_messages(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
     bases = [msgs for msgs, _ in fitted]
@@ -63,11 +65,14 @@ def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: i
             if not active:
                 break
             gens, t0 = [], time.monotonic()
+            report = reporter.callback(f"round {rnd}") if reporter else (lambda done, total: None)
+            report(0, len(active))
             if rnd == 0:  # as protocol=direct samples: a task's samples share its prompt
                 for start in range(0, len(tasks), batch_tasks):
                     texts = [prompt.text for _, prompt in fitted[start:start + batch_tasks]]
                     gens += [[g] for group in engine.generate(texts, n=n_samples, params=seeded(params.seed + start))
                              for g in group]
+                    report(len(gens), len(active))
             else:
                 prompts = []
                 for s in active:
@@ -80,6 +85,7 @@ def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: i
                 for start in range(0, len(prompts), rows_per_call):
                     gens += engine.generate(prompts[start:start + rows_per_call], n=1,
                                             params=seeded(params.seed + 1000 * rnd + start))
+                    report(len(gens), len(active))
             add_seconds(timing, "generation_s", time.monotonic() - t0)  # with round 1+'s prompt rendering
             futures = [pool.submit(job, tasks[s.task_index], g[0], cfg) for s, g in zip(active, gens)]
             t0 = time.monotonic()
