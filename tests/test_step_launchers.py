@@ -62,6 +62,30 @@ def test_steps_start_after_what_they_wait_for_and_a_rerun_skips_them(kind, tmp_p
     assert [(s.run_dir / "summary.json").stat().st_mtime for s in (a, b, c, d)] == stamps
 
 
+def test_a_step_resumed_after_a_stop_counts_the_time_of_every_attempt(tmp_path):
+    """steps.json from the run before: `a` was preempted after 30 s; `b` was running when the pipeline
+    itself was killed, its log last written 20 s after it started. Both run now and count those too."""
+    runs, work = tmp_path / "runs", tmp_path / "work"
+    a, b = stub("a", runs), stub("b", runs)
+    (work / "logs").mkdir(parents=True)
+    log_b, started = work / "logs" / "b.log", time.time() - 100
+    log_b.write_text("partial\n")
+    os.utime(log_b, (started + 20, started + 20))
+    (work / "steps.json").write_text(json.dumps([
+        {"name": "a", "run_dir": str(a.run_dir), "status": "preempted (SIGTERM)", "seconds": 30.0, "started": started},
+        {"name": "b", "run_dir": str(b.run_dir), "status": "running", "seconds": 0.0, "started": started,
+         "log": str(log_b)}]))
+    records = {r["name"]: r for r in run_steps([a, b], work, jobs=2, env=ENV, poll_s=0.1)}
+    assert [records[n]["attempts"] for n in "ab"] == [2, 2]
+    assert [records[n]["earlier_seconds"] for n in "ab"] == [30.0, 20.0]
+    for name, before in (("a", 30.0), ("b", 20.0)):
+        took = records[name]["ended"] - records[name]["started"]
+        assert records[name]["seconds"] == pytest.approx(before + took, abs=0.2)
+    again = {r["name"]: r for r in run_steps([a, b], work, jobs=2, env=ENV, poll_s=0.1)}
+    assert [(again[n]["status"], again[n]["attempts"], again[n]["seconds"]) for n in "ab"] == [
+        ("skipped (done)", 2, records[n]["seconds"]) for n in "ab"]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_failed_step_stops_new_starts_and_is_reported_in_one_line(kind, tmp_path):
     runs, work = tmp_path / "runs", tmp_path / "work"

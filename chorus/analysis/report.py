@@ -276,10 +276,12 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
               "![complementarity](complementarity.png)", "", "![CHORUS table](chorus_table.png)", "",
               "![per-task coverage](coverage_strips.png)", ""]
     if steps:
-        lines += ["## Steps", "", "Minutes per step: wall clock (the step's whole process), and of it the time "
+        lines += ["## Steps", "", "Minutes per step: wall clock (the step's whole process; every attempt of a "
+                  "step that was stopped and resumed), and of it the time "
                   "the job spent generating, waiting on simulations that were still running once generation "
                   "had finished (simulation overlapped with generation is not counted twice), and training "
-                  "(SFT steps, RL weight updates); `other` is the rest (loading, checkpoints, start-up).", "",
+                  "(SFT steps, RL weight updates; a resumed step's from its last attempt); `other` is the "
+                  "rest (loading, checkpoints, start-up, earlier attempts).", "",
                   steps_table(steps).to_markdown(index=False), "",
                   f"Busy wall clock {busy_minutes(steps):.1f} min (at least one step running), "
                   f"{sum(s.get('seconds') or 0.0 for s in steps) / 60:.1f} step-minutes; machine: "

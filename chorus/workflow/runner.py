@@ -78,10 +78,24 @@ def _status(end: Ended, step: Step) -> str:
     return f"failed (exit {end.code})"
 
 
+def _attempt_seconds(old: dict) -> float:
+    """What an unfinished step's earlier attempts took: a recorded end (preempted, failed), else the
+    last write to its log (the pipeline itself was killed while the step ran), plus the attempts before."""
+    if old.get("status") != "running":
+        return old.get("seconds") or 0.0
+    try:
+        last = max(0.0, Path(old["log"]).stat().st_mtime - old["started"])
+    except (OSError, KeyError):
+        last = 0.0
+    return old.get("earlier_seconds", 0.0) + last
+
+
 def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None = None,
               poll_s: float = 0.5, report_every_s: float = 60.0, launcher: Launcher | None = None) -> list[dict]:
     """Run (or skip) every step; returns one record per step: name, status, seconds, run_dir, log, and
     for a step that ran (now or in the run a skipped one was kept from) its start and end (Unix time).
+    A step that took several attempts (a stop, a preemption, a failure: steps.json from the run
+    before) has `attempts`, and its seconds count them all (earlier_seconds: those before this one).
     `env`: variables added to the environment the steps run in; `launcher`: local subprocesses
     unless given (launchers.make_launcher)."""
     launcher = launcher or LocalLauncher()
@@ -94,12 +108,16 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
     records = {s.name: {"name": s.name, "command": s.command(), "run_dir": str(s.run_dir),
                         "log": str(logs / f"{s.name.replace('/', '__')}.log"), "status": "pending",
                         "seconds": 0.0} for s in steps}
+    earlier: dict[str, float] = {}  # seconds a step spent in attempts that did not finish it
     for s in steps:
-        if s.done():
-            old = before.get(s.name, {})
-            same = old.get("run_dir") == str(s.run_dir)  # the time it took when it ran, and when that was
+        old = before.get(s.name, {})
+        same = old.get("run_dir") == str(s.run_dir)
+        if s.done():  # the time it took when it ran, and when that was
             records[s.name].update(status="skipped (done)", seconds=old.get("seconds", 0.0) if same else 0.0,
-                                   **{k: old[k] for k in ("started", "ended") if same and k in old})
+                                   **{k: old[k] for k in ("started", "ended", "attempts") if same and k in old})
+        elif same and old.get("started"):
+            earlier[s.name] = _attempt_seconds(old)
+            records[s.name].update(attempts=old.get("attempts", 1) + 1, earlier_seconds=round(earlier[s.name], 1))
     running: dict[str, tuple[StepHandle, float]] = {}  # name -> (the launcher's handle, start time)
     failed: list[str] = []
     why: dict[str, str] = {}  # a launcher's account of a step it lost
@@ -142,7 +160,7 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                         continue
                     del running[name]
                     now = time.time()
-                    rec["seconds"], rec["ended"] = round(now - start, 1), round(now, 1)
+                    rec["seconds"], rec["ended"] = round(now - start + earlier.get(name, 0.0), 1), round(now, 1)
                     rec["status"] = _status(end, by_name[name])
                     if rec["status"] != "done":
                         failed.append(name)
