@@ -475,8 +475,8 @@ class ControlsConf:
     opd: List[str] = field(default_factory=list)
     # OPD's controls, each one change from its OPD run (chorus/workflow/plan.py, opd_controls):
     # own_teacher (DAPO continuation of the same student, as long, on the same tasks), random (random
-    # teacher where the gate routes), no_gate (always the best teacher). opd_controls: the positive control's OPD;
-    # staged_opd_controls: the staged experts' OPD
+    # teacher where the gate routes), no_gate (always the best teacher). opd_controls: the positive
+    # control's OPD; staged_opd_controls: the staged experts' OPD
     opd_controls: List[str] = field(default_factory=list)
     staged_opd_controls: List[str] = field(default_factory=list)
 

@@ -169,7 +169,8 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)  # the answers are scored by simulation
     coverage = None
     if own:  # repairs start from the starting model's own failed samples, with their real feedback
-        samples = sample_answers(init, tasks, stage, ctx, device=eval_device(trainer), prompts_per_call=prompts_per_call)
+        samples = sample_answers(init, tasks, stage, ctx, device=eval_device(trainer),
+                                 prompts_per_call=prompts_per_call)
         t0 = time.monotonic()
         scored = score_samples(samples, ctx.fmt, ctx.sim, ctx.workers, ctx.executor)
         examples += own_repairs(samples, repair_targets, ctx.fmt, ctx.sim, stage.min_coverage, prompt=fit,

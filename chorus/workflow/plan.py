@@ -109,7 +109,8 @@ class Planner:
         job_cfg = self.compose_step(name, overrides)
         ignored = unused_overrides(job, job_cfg, own + wiring)
         if ignored:
-            raise ValueError(f"step {name}: {job_label(job, job_cfg)} does not use {ignored[0]}; remove it from the preset")
+            raise ValueError(f"step {name}: {job_label(job, job_cfg)} does not use {ignored[0]}; "
+                             "remove it from the preset")
         out, record = job_run_dir(job_cfg, job)
         self.owns[name] = (own, wiring)
         return Step(name, "chorus.train", overrides, out, after, identity=record["identity"],

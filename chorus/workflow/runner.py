@@ -108,16 +108,14 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
     records = {s.name: {"name": s.name, "command": s.command(), "run_dir": str(s.run_dir),
                         "log": str(logs / f"{s.name.replace('/', '__')}.log"), "status": "pending",
                         "seconds": 0.0} for s in steps}
-    earlier: dict[str, float] = {}  # seconds a step spent in attempts that did not finish it
     for s in steps:
         old = before.get(s.name, {})
         same = old.get("run_dir") == str(s.run_dir)
         if s.done():  # the time it took when it ran, and when that was
             records[s.name].update(status="skipped (done)", seconds=old.get("seconds", 0.0) if same else 0.0,
                                    **{k: old[k] for k in ("started", "ended", "attempts") if same and k in old})
-        elif same and old.get("started"):
-            earlier[s.name] = _attempt_seconds(old)
-            records[s.name].update(attempts=old.get("attempts", 1) + 1, earlier_seconds=round(earlier[s.name], 1))
+        elif same and old.get("started"):  # seconds spent in attempts that did not finish it
+            records[s.name].update(attempts=old.get("attempts", 1) + 1, earlier_seconds=round(_attempt_seconds(old), 1))
     running: dict[str, tuple[StepHandle, float]] = {}  # name -> (the launcher's handle, start time)
     failed: list[str] = []
     why: dict[str, str] = {}  # a launcher's account of a step it lost
@@ -160,7 +158,8 @@ def run_steps(steps: list[Step], work_dir: Path, jobs: int = 2, env: dict | None
                         continue
                     del running[name]
                     now = time.time()
-                    rec["seconds"], rec["ended"] = round(now - start + earlier.get(name, 0.0), 1), round(now, 1)
+                    rec["seconds"] = round(now - start + rec.get("earlier_seconds", 0.0), 1)
+                    rec["ended"] = round(now, 1)
                     rec["status"] = _status(end, by_name[name])
                     if rec["status"] != "done":
                         failed.append(name)
