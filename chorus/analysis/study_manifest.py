@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..opd.routing import CONTROLS
 from ..tracking.run_dir import PARQUET, SUMMARY, TABLE
 
 MANIFEST = "controls.json"
@@ -109,10 +110,11 @@ def read_manifest(seed_dir: str | Path) -> Manifest:
                      where(raw["families_opd"]) if raw.get("families_opd") else None,
                      {k: where(v) for k, v in (raw.get("agentic") or {}).items()},
                      opd_controls={k: where(v) for k, v in (raw.get("opd_controls") or {}).items()})
-        parts = {f"{p}/{k}" for p in ("staged", "families") for k in ("own_teacher", "random", "no_gate", "soup")}
+        kinds = CONTROLS + ("soup",)
+        parts = {f"{p}/{k}" for p in ("staged", "families") for k in kinds}
         if set(m.opd_controls) - parts:
             raise ValueError(f"{path}: `opd_controls` names {sorted(set(m.opd_controls) - parts)}; use "
-                             "<staged|families>/<own_teacher|random|no_gate|soup>")
+                             f"<staged|families>/<{'|'.join(kinds)}>")
         if set(m.agentic) - set(STAGES):
             raise ValueError(f"{path}: `agentic` names {sorted(set(m.agentic) - set(STAGES))}, not stages")
     elif "staged" in raw:  # v1: one expert per stage sharing the RL seed; stage2 repeated by same_stage

@@ -69,3 +69,6 @@ def route_no_gate(teacher_rewards: dict[str, float | None], student_reward: floa
 
 
 ROUTINGS = {"gated": route, "random": route_random, "no_gate": route_no_gate}
+# OPD's controls as a pipeline plans them and a study names them: the routings that each take one part
+# of the gate away, and own_teacher (the student trained as long by DAPO, itself its only teacher)
+CONTROLS = ("own_teacher",) + tuple(k for k in ROUTINGS if k != "gated")

@@ -202,6 +202,7 @@ class Planner:
         refills, so it draws as many samples), random (a random teacher where the gate routes), no_gate
         (the best teacher for every task)."""
         from ..config.job_settings import override_key
+        from ..opd.routing import CONTROLS
 
         out = []
         for kind in kinds:
@@ -216,11 +217,11 @@ class Planner:
                 out.append(self.step(name, [o for o in preset if override_key(o).startswith("rl.")], needs,
                                      ["job=rl", "sft_stage=stage0", f"sft_stage.checkpoint={student}",
                                       "rl_algo.max_refills=0", f"run_tag={kind_tag}"]))
-            elif kind in ("random", "no_gate"):
+            elif kind in CONTROLS:
                 out.append(self.consolidation_step(name, "opd", preset, experts, tag=kind_tag, soup=soup,
                                                    tables=tables, routing=kind))
             else:
-                raise ValueError(f"pipeline.controls: unknown OPD control {kind!r}; use own_teacher, random or no_gate")
+                raise ValueError(f"pipeline.controls: unknown OPD control {kind!r}; use one of {', '.join(CONTROLS)}")
         return out
 
     def families(self, ctl: dict) -> list[Step]:
