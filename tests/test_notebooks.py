@@ -44,3 +44,30 @@ def test_notebooks_run_on_fixture_runs_as_documented(tmp_path):
     assert "opd/three_experts" in cons and "0.166667" in cons  # paired delta vs the best expert: +1/6
     assert "(nan, nan)" in cons  # 6 tasks: no claimed headroom, so no gap recovery bracket
     assert "student_not_beaten" in cons  # routing stats
+
+
+def test_the_study_notebook_shows_the_cli_s_table_over_the_seeds_it_finds(tmp_path):
+    """analysis/study.ipynb over a synthetic 3-seed study kept under kept/, found through a relative
+    $CHORUS_STUDY glob from the launch dir: the same table as chorus.analyze, each expert's level as
+    its per-task table says, the rows' plot and one pattern heatmap per seed."""
+    import json
+
+    import pandas as pd
+    from chorus.analysis.study_verdict import analyse, markdown
+    from study_fixtures import write_study
+
+    dirs = write_study(tmp_path / "kept", stage_sd=0.8, seed=0, T=40)
+    (tmp_path / "analysis").mkdir()
+    shutil.copy(NOTEBOOKS / "study.ipynb", tmp_path / "analysis" / "study.ipynb")
+    env = {k: v for k, v in os.environ.items() if k not in ("CHORUS_STUDY", "PWD")}
+    p = subprocess.run(["bash", "-c", f"cd {tmp_path} && CHORUS_STUDY='kept/seed*' {sys.executable} -m pytest -q "
+                        "--nbmake --overwrite -p no:cacheprovider -o addopts= analysis/study.ipynb"],
+                       capture_output=True, text=True, timeout=600, env={**env, "MPLBACKEND": "Agg"})
+    assert p.returncode == 0, p.stdout[-3000:]
+    shown = outputs(tmp_path / "analysis" / "study.ipynb")
+    assert markdown(analyse([str(d) for d in dirs])) in shown
+    manifest = json.loads((dirs[1] / "controls.json").read_text())
+    run = dirs[1] / manifest["experts"]["stage2"][1]
+    level = 100 * pd.read_parquet(run / "per_task.parquet").groupby("task_id")["passed"].mean().mean()
+    assert f"{level:.1f}" in shown  # seed1's second stage-2 expert, from its own table
+    assert shown.count("<Figure") == 1 + len(dirs)

@@ -83,3 +83,51 @@ def validation_curves(curves: dict[str, pd.DataFrame], path: str | Path | None =
     ax.set_title("Checkpoint choice on validation (circled: chosen)")
     ax.legend(fontsize=7)
     return _save(fig, path)
+
+
+def study_rows(result: dict, names: list[str] | None = None, path: str | Path | None = None) -> Figure:
+    """A study's rows (study.json's `rows`), each seed's interval and the pooled one (diamond), in
+    Pass@1 points. Default: every row in points (the pattern rows are points^2 and a share)."""
+    rows = result["rows"]
+    names = names or [n for n in rows if not n.startswith("pattern_")]
+    seeds = result["seeds"]
+    fig = Figure(figsize=(7, 0.45 * len(names) + 1.5))
+    ax = fig.subplots()
+    colors = [f"C{k}" for k in range(len(seeds))]
+    for i, name in enumerate(reversed(names)):
+        for k, seed in enumerate(seeds):
+            r = rows[name]["per_seed"].get(seed)
+            if r is not None:
+                y = i + 0.12 * (k - (len(seeds) - 1) / 2)
+                ax.errorbar(r["estimate"], y, xerr=[[r["estimate"] - r["lo"]], [r["hi"] - r["estimate"]]],
+                            fmt="o", ms=3, color=colors[k], label=seed if i == 0 else None)
+        p = rows[name]["pooled"]
+        ax.errorbar(p["estimate"], i - 0.35, xerr=[[p["estimate"] - p["lo"]], [p["hi"] - p["estimate"]]],
+                    fmt="D", ms=5, color="black", label="pooled" if i == 0 else None)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_yticks(range(len(names)), labels=list(reversed(names)), fontsize=7)
+    ax.set_xlabel("Pass@1 points (95 % intervals; premise rows 90 %)")
+    ax.set_title(f"Study design {result['design']}: each seed and pooled (random effects)")
+    ax.legend(fontsize=7, loc="best")
+    return _save(fig, path)
+
+
+def pattern_heatmap(d: pd.DataFrame, stages: list[str], title: str = "", path: str | Path | None = None) -> Figure:
+    """One seed's pattern dissimilarity between its experts (points^2), stage blocks outlined: the
+    primary statistic compares the cells across blocks with those inside them."""
+    n = len(d)
+    fig = Figure(figsize=(0.7 * n + 3, 0.6 * n + 1.5))
+    ax = fig.subplots()
+    im = ax.imshow(d.to_numpy(dtype=float), cmap="viridis")
+    ax.set_xticks(range(n), labels=list(d.columns), rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(n), labels=list(d.index), fontsize=7)
+    edges = [k for k in range(1, n) if stages[k] != stages[k - 1]]
+    for e in edges:
+        ax.axhline(e - 0.5, color="white", lw=1.5)
+        ax.axvline(e - 0.5, color="white", lw=1.5)
+    for i in range(n):
+        for j in range(n):
+            ax.text(j, i, f"{d.iat[i, j]:.0f}", ha="center", va="center", fontsize=6, color="white")
+    fig.colorbar(im, ax=ax, label="pattern dissimilarity (points^2)")
+    ax.set_title(f"{title + ': ' if title else ''}experts' task patterns, across stages vs within")
+    return _save(fig, path)

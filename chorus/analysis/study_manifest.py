@@ -23,6 +23,7 @@ summaries' `git_revision` and `machine`; a run that does not record a machine co
 """
 from __future__ import annotations
 
+import glob
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,16 @@ def relative(path: Path, root: Path) -> str:
         return str(path.relative_to(root))
     except ValueError:
         return str(path)
+
+
+def find_seed_dirs(pattern: str) -> list[str]:
+    """The study seed dirs (folders holding controls.json) a glob matches, sorted; ValueError in one
+    line when it matches none."""
+    found = sorted(d for d in glob.glob(pattern) if (Path(d) / MANIFEST).is_file())
+    if not found:
+        raise ValueError(f"no study seed dir (a folder with {MANIFEST}) matches {pattern}; keep one with "
+                         "python -m chorus.analyze study='[...]' study_keep=DIR, or point at analysis/studies/...")
+    return found
 
 
 def read_manifest(seed_dir: str | Path) -> Manifest:

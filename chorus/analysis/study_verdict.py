@@ -13,10 +13,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from . import study
+from . import patterns, study
 from .matrix import align_tasks
-from .study_manifest import Manifest, check_study, read_manifest
+from .study_manifest import STAGES, Manifest, check_study, read_manifest
 
 STUDY_FILE = "study.json"
 
@@ -65,6 +66,17 @@ def analyse(seed_dirs: list[str], alpha: float = 0.05, seed: int = 0, n_boot: in
             "seeds": names, "n_tasks": {n: s["n_tasks"] for n, s in zip(names, seeds)},
             "experts": {n: s["experts"] for n, s in zip(names, seeds)}, "rows": rows, "tests": tests,
             "verdict": pooled["verdict"], "comparisons": counted(rows), "notes": notes}
+
+
+def pattern_matrix(seed_dir: str | Path, pass_coverage: float | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """One seed's noise-corrected pattern dissimilarity between its experts (points^2, the primary
+    statistic's D; chorus.analysis.patterns), labelled by run, and each expert's stage, stage-major."""
+    m = read_manifest(seed_dir)
+    table, labels = load_seed(m, pass_coverage)
+    experts = [labels[str(d)] for s in STAGES for d in m.experts[s]]
+    rates = patterns.Rates.from_table(table, experts)
+    d = patterns.dissimilarity(rates.p, rates.n)
+    return pd.DataFrame(d, index=experts, columns=experts), [s for s in STAGES for _ in m.experts[s]]
 
 
 def counted(rows: dict) -> dict:

@@ -31,10 +31,15 @@ class RunSet:
 
 
 def runs_from_env(default: str = "runs") -> str:
-    """Where a notebook reads runs: $CHORUS_RUNS (else `default`), a relative path taken from where
-    the user launched Jupyter. The kernel starts in the notebook's own folder (analysis/), so the
-    launch dir comes from $PWD, which the launching shell set and the kernel inherits."""
-    pattern = os.environ.get("CHORUS_RUNS", default)
+    """Where a notebook reads runs: $CHORUS_RUNS (else `default`), as path_from_env resolves it."""
+    return path_from_env("CHORUS_RUNS", default)
+
+
+def path_from_env(var: str, default: str) -> str:
+    """$var (else `default`), a relative path taken from where the user launched Jupyter. The kernel
+    starts in the notebook's own folder (analysis/), so the launch dir comes from $PWD, which the
+    launching shell set and the kernel inherits."""
+    pattern = os.environ.get(var, default)
     if os.path.isabs(pattern):
         return pattern
     launched = os.environ.get("PWD")
