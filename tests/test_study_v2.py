@@ -33,6 +33,7 @@ def run_study(dirs, out: Path, *extra, cwd) -> dict:
     p = analyze(f"study=[{','.join(map(str, dirs))}]", f"out={out}", *extra, cwd=cwd)
     assert p.returncode == 0, p.stderr
     assert "| pattern_difference |" in p.stdout and str(out / "study.json") in p.stdout
+    assert (out / "study.md").read_text() in p.stdout and (out / "study_rows.png").stat().st_size > 0
     return json.loads((out / "study.json").read_text())
 
 

@@ -91,12 +91,18 @@ def counted(rows: dict) -> dict:
 
 
 def write(result: dict, out: str | Path) -> Path:
+    """out/study.json, and beside it study.md (the table and verdict as printed) and study_rows.png
+    (every row per seed and pooled); returns study.json's path."""
+    from .plots import study_rows
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / STUDY_FILE
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1, default=float))
     tmp.replace(path)
+    (out / "study.md").write_text(markdown(result) + "\n")
+    study_rows(result, path=out / "study_rows.png")
     return path
 
 
