@@ -33,6 +33,9 @@ def test_per_step_diagnostics_and_the_chosen_validation_step(tmp_path):
     md = "\n".join(diagnostics_markdown({"opd": opd, "own": dapo, "none": tmp_path / "nothing"},
                                         tmp_path / "curves.png"))
     assert "### opd: per step" in md and "### own: per step" not in md
+    rows = [line.split("|")[1:-1] for line in md.splitlines() if line.startswith("|") and "---" not in line]
+    assert [c.strip() for c in rows[1]] == ["1", "0.250", "8", "0.500", "0.125", "0.750", "0.500", "0.310"]
+    assert [c.strip() for c in rows[2]][:3] == ["2", "0.000", "0"]  # counts stay whole beside a NaN margin
     assert "opd: validation Pass@1 by step (0: 40.0, 1: 55.0, 2: 55.0); chosen: step 1." in md
     assert "own: validation Pass@1 by step (0: 50.0, 3: 25.0); chosen: step 0." in md
     assert (tmp_path / "curves.png").stat().st_size > 0 and "![validation curves](curves.png)" in md

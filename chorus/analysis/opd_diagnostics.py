@@ -10,6 +10,7 @@ import pandas as pd
 STEP_COLUMNS = {"step": "step", "routed_fraction": "routed", "samples_trained": "sequences trained",
                 "routed_margin_mean": "margin (teacher - student)", "truncated_fraction": "truncated",
                 "compile_rate": "compiles", "pass_rate": "student pass"}
+COUNTS = ("step", "sequences trained")  # whole numbers: the table's rows are floats once a column has NaN
 
 
 def _lines(path: Path) -> pd.DataFrame:
@@ -47,7 +48,8 @@ def diagnostics_markdown(runs: dict[str, str | Path], plot: Path | None = None) 
     for label, path in runs.items():
         steps, curve = opd_steps(path), selection_curve(path)
         if not steps.empty:
-            lines += [f"### {label}: per step", "", steps.to_markdown(index=False, floatfmt=".3f"), ""]
+            formats = [".0f" if c in COUNTS else ".3f" for c in steps.columns]
+            lines += [f"### {label}: per step", "", steps.to_markdown(index=False, floatfmt=formats), ""]
         if not curve.empty:
             curves[label] = curve
             chosen = int(curve.loc[curve["chosen"], "step"].iloc[0])
