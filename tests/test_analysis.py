@@ -286,6 +286,7 @@ def test_report_states_validity(tmp_path):
     report = Path(write_report(str(root), tmp_path / "out", n_boot=50)["path"]).read_text()
     assert "valid % [95% CI]" in report and "mean coverage, valid samples % [95% CI]" in report
     assert "status ok or runtime_error; a harness error counts as invalid" in report
+    assert "Held-out tasks: 6 (easy, hard; families " in report and "), 2 samples each." in report  # not 2-2
     # every fixture run: 11 of 12 samples valid (t5's second is a compile error); OPD's valid samples
     # cover 7 x 96 + 45 + 55 + 60 + 65 = 897 over 11
     assert f"opd/three_experts 91.7 % / {897 / 11:.1f} %" in report

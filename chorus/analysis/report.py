@@ -228,10 +228,11 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
     by_family = breakdown(t, "family").pivot(index="run", columns="family", values="mean_coverage")
     meta = runs.runs.iloc[0]
     samples = t.groupby(["run", "task_id"]).size()
+    per_task = f"{samples.min()}" if samples.min() == samples.max() else f"{samples.min()}-{samples.max()}"
     lines = [f"# {title}", "",
              f"Model `{meta['model']}`, git `{meta['git_revision']}`. Held-out tasks: {t['task_id'].nunique()} "
              f"({', '.join(sorted(t['difficulty'].dropna().unique()))}; families "
-             f"{', '.join(sorted(t['family'].dropna().unique()))}), {samples.min()}-{samples.max()} samples each. "
+             f"{', '.join(sorted(t['family'].dropna().unique()))}), {per_task} samples each. "
              "Pass@1 is the mean per-task pass rate; a sample passes "
              + (f"at >= {pass_coverage:g} % coverage (this world's models never reach the tasks' targets of "
                 f"{', '.join(f'{x:g}' for x in targets)} %)" if pass_coverage is not None else
