@@ -365,7 +365,7 @@ def test_findings_name_runs_without_a_valid_sample_and_harness_errors():
 
 
 def test_the_steps_table_splits_each_step_s_minutes_by_its_recorded_timing(tmp_path):
-    from chorus.analysis.report import steps_table
+    from chorus.analysis.report import steps_markdown, steps_table
 
     for name, timing in (("a", {"generation_s": 60.0, "simulation_wait_s": 30.0, "training_s": 120.0}),
                          ("b", {"simulation_wait_s": 6.0})):
@@ -380,6 +380,10 @@ def test_the_steps_table_splits_each_step_s_minutes_by_its_recorded_timing(tmp_p
     assert table.loc["baseline/b", ["minutes", "generation", "simulation wait", "training", "other"]].tolist() == \
         [0.2, 0.0, 0.1, 0.0, 0.1]
     assert table.loc["old/c"].isna()[["generation", "other"]].all()  # no summary: nothing to split
+    shown = steps_markdown(steps)
+    assert "nan" not in shown
+    assert [c.strip() for c in next(r for r in shown.splitlines() if "old/c" in r).split("|")[1:-1]][:7] == \
+        ["old/c", "skipped (done)", "0", "-", "-", "-", "-"]
 
 
 def test_busy_minutes_count_time_with_any_step_running_once():

@@ -186,6 +186,12 @@ def steps_table(steps: list[dict]):
     return pd.DataFrame(rows)
 
 
+def steps_markdown(steps: list[dict]) -> str:
+    """steps_table as REPORT.md shows it: `-` where a step has no timing (cached, never ran)."""
+    table = steps_table(steps)
+    return table.astype(object).where(table.notna(), None).to_markdown(index=False, missingval="-")
+
+
 def busy_minutes(steps: list[dict]) -> float:
     """Minutes in which at least one step ran: the union of the steps' [started, ended] intervals, so
     steps side by side count once and the gaps of a stopped and resumed pipeline not at all."""
@@ -283,7 +289,7 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
                   "had finished (simulation overlapped with generation is not counted twice), and training "
                   "(SFT steps, RL weight updates; a resumed step's from its last attempt); `other` is the "
                   "rest (loading, checkpoints, start-up, earlier attempts).", "",
-                  steps_table(steps).to_markdown(index=False), "",
+                  steps_markdown(steps), "",
                   f"Busy wall clock {busy_minutes(steps):.1f} min (at least one step running), "
                   f"{sum(s.get('seconds') or 0.0 for s in steps) / 60:.1f} step-minutes; machine: "
                   f"{_machine(steps)}.", "",
