@@ -82,6 +82,8 @@ def run(cfg: dict, inputs: dict, out_dir: Path) -> dict:
     model = model_name(cfg["model"]) if name == "model" else None
     summary = {**summarize(rows, cfg["pass_coverage"]), "format": fmt, "policy": name, "tasks": cfg["tasks"]["name"],
                **run_metadata("evaluate", model, policy.get("seed"), pass_coverage=cfg["pass_coverage"])}
+    if name == "model" and cfg["protocol"]["name"] == "agentic":
+        summary["stop_at"] = cfg["protocol"]["stop_at"]  # `pass` binds the run to its pass rule (tracking/runs.py)
     if usage:  # engine=openai: samples and tokens paid for in this run vs read from the cache, requests sent
         summary["api_usage"] = usage
     summary["timing"] = rounded(timing)
@@ -127,6 +129,7 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
     rows = PROTOCOLS[proto_name](tasks, engine, tok, fmt, cfg["n_samples"], params, sim, fmt_options,
                                  max_prompt_tokens=policy["max_prompt_tokens"], workers=workers, executor=executor,
                                  progress=cfg["progress"], timing=timing, reporter=reporter,
+                                 pass_coverage=cfg["pass_coverage"],
                                  on_progress=reporter.callback("evaluation") if reporter else None, **proto)
     if usage is not None and hasattr(engine, "usage"):
         usage.update({**engine.usage, "http_calls": engine.http_calls})

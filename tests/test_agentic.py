@@ -1,4 +1,5 @@
-"""protocol=agentic: feedback rounds, stop at 100 %, best result kept, markov conversations."""
+"""protocol=agentic: feedback rounds, stop at 100 % or at a pass, best result kept (passing first), markov
+conversations."""
 from chorus.policy.engines import Generation, HFEngine, SamplingParams
 from chorus.policy.models import load_model
 from chorus.protocol.agentic import run_agentic
@@ -67,6 +68,41 @@ def test_tiny_model_end_to_end_rows_show_rounds_and_statuses(tiny_xs, sim_cfg, t
     # the job's time table hears where the minutes went: generating, then waiting on the simulations
     assert set(timing) == {"generation_s", "simulation_wait_s"} and all(v > 0 for v in timing.values())
     assert sum(r["final"] for r in rows) == 2 and all(r["status"] for r in rows)
+
+
+def test_a_passing_round_is_kept_before_more_coverage_that_does_not_pass():
+    """standing: (passes, coverage that counts). A fatal error keeps its coverage but does not pass;
+    coverage of a compile error counts as 0; with pass_coverage the rule is coverage >= it."""
+    from chorus.protocol.agentic import standing
+
+    passed = {"status": "ok", "overall": 60.0, "passed": True}
+    fatal = {"status": "runtime_error", "overall": 80.0, "passed": False}
+    broken = {"status": "compile_error", "overall": None, "passed": False}
+    assert standing(passed) == (True, 60.0) and standing(fatal) == (False, 80.0) and standing(broken) == (False, 0.0)
+    assert standing(passed) > standing(fatal) > standing(broken)
+    assert standing(fatal, pass_coverage=75.0) == (True, 80.0) and standing(passed, pass_coverage=75.0) == (False, 60.0)
+
+
+def test_stop_at_pass_ends_a_sample_s_rounds_once_it_passes(tiny_xs, sim_cfg):
+    """The medium program passes its target below 100 %: stop_at=pass asks for no feedback round,
+    stop_at=full refines it again; a bad stop_at is refused in one line."""
+    import pytest
+
+    _, tok = load_model("hf", path=str(tiny_xs))
+    task = load_tasks("generated", per_family=1, families=["fsm"])[0]
+    medium = fenced(task.meta["programs"]["medium"])
+    runs = {}
+    for stop in ("pass", "full"):
+        engine = ScriptedEngine([medium])
+        runs[stop] = (run_agentic([task], engine, tok, "vectors", 1, SamplingParams(), sim_cfg, rounds=2, workers=2,
+                                  stop_at=stop), engine)
+    first = runs["pass"][0][0]
+    assert first["passed"] and first["overall"] < 100.0  # the case under test
+    assert [r["round"] for r in runs["pass"][0]] == [0] and len(runs["pass"][1].prompts) == 1
+    assert [r["round"] for r in runs["full"][0]] == [0, 1, 2]
+    assert [r["final"] for r in runs["full"][0]] == [True, False, False]  # equal coverage: the first kept
+    with pytest.raises(ValueError, match="protocol.stop_at='never': use one of full, pass"):
+        run_agentic([task], ScriptedEngine([medium]), tok, "vectors", 1, SamplingParams(), sim_cfg, stop_at="never")
 
 
 class Recording:

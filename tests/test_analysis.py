@@ -444,3 +444,20 @@ def test_a_reason_shared_by_two_metrics_is_noted_once():
         oracle.update({f"headroom_{m}": nan, f"headroom_{m}_ci": (nan, nan), f"null_headroom_{m}": nan,
                        f"null_headroom_{m}_interval": (nan, nan), f"claimed_{m}": False, f"beyond_null_{m}": False})
     assert oracle_columns(oracle)["oracle_notes"] == why
+
+
+def test_an_agentic_run_that_stopped_at_its_pass_rule_is_scored_under_that_rule_only(tmp_path):
+    """protocol.stop_at=pass left no later rounds for samples that passed at their targets: under a
+    coverage rule their Pass@1 would be biased, so that is refused in one line; its own rule works."""
+    from chorus.tracking.runs import load_runs, with_pass_rule
+
+    write_fixture_runs(tmp_path)
+    summary = next(p for p in tmp_path.rglob("summary.json") if "stage1" in str(p))
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "stop_at": "pass"}))
+    runs = load_runs(str(tmp_path))
+    assert with_pass_rule(runs) is runs
+    with pytest.raises(ValueError) as err:
+        with_pass_rule(runs, 70.0)
+    assert "\n" not in str(err.value)
+    assert "dapo/stage1 stopped its agentic rounds once a sample passed at its tasks' targets" in str(err.value)
+    assert "protocol.stop_at=full" in str(err.value)

@@ -82,3 +82,20 @@ def test_generated_tasks_in_the_vectors_format_grade_reference_quality(tmp_path,
         means[quality] = (summary["pass_rate"], summary["mean_overall"])
     assert means["strong"][0] == 1.0 and means["weak"][0] == 0.0
     assert means["weak"][1] < means["strong"][1] - 30
+
+
+def test_an_agentic_evaluation_records_its_stopping_rule(tmp_path, cache_root, tiny_xs):
+    """summary.json says how an agentic run stopped its samples (protocol.stop_at), which decides
+    under which pass rules it may be read (tracking/runs.py); a direct run records none."""
+    common = ["policy=model", "model=hf", f"model.path={tiny_xs}", "tasks=generated", "tasks.per_family=1",
+              "tasks.families=[counter]", "tasks.split=all", "format=vectors", "n_samples=1",
+              "policy.max_new_tokens=8"]
+    for proto, stop in ((["protocol=agentic", "protocol.rounds=1", "protocol.stop_at=pass"], "pass"), ([], None)):
+        out = tmp_path / (stop or "direct")
+        p = evaluate(*common, *proto, f"hydra.run.dir={out}", cache_root=cache_root)
+        assert p.returncode == 0, p.stderr
+        assert json.loads((out / "summary.json").read_text()).get("stop_at") == stop
+    p = evaluate(*common, "protocol=agentic", "protocol.stop_at=sometimes", f"hydra.run.dir={tmp_path / 'bad'}",
+                 cache_root=cache_root)
+    assert p.returncode != 0 and "protocol.stop_at='sometimes': use one of full, pass" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -92,6 +92,7 @@ class ProtocolConf:
     name: str = "direct"  # direct | agentic
     rounds: int = 3  # agentic: refinements after the first answer
     markov: bool = False  # agentic: keep only system, user, best answer and its feedback
+    stop_at: str = "full"  # agentic: a sample stops at 100 % coverage (full) or once it passes (pass)
     overlap: bool = True  # simulate finished samples while others still generate
     batch_tasks: int = 4  # tasks per generation batch
 

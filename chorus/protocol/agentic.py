@@ -1,7 +1,10 @@
 """protocol=agentic: the model sees its parse error, compile log or coverage holes and revises
-its stimulus for up to `rounds` more rounds, as in LLM4Cov. A sample stops at 100 % and keeps
-its best result over rounds. `markov=True` keeps only the system and user messages, the best
-answer so far and its feedback, instead of the whole conversation.
+its stimulus for up to `rounds` more rounds, as in LLM4Cov. A sample keeps its best result over
+rounds (a passing one before any that does not pass, then the most coverage), and stops at 100 %
+coverage (`stop_at=full`) or as soon as its kept result passes (`stop_at=pass`: the rounds a
+pass-only metric needs; Pass@1 is the same rule, coverage means are lower). `markov=True` keeps only
+the system and user messages, the best answer so far and its feedback, instead of the whole
+conversation.
 
 Round 0 is protocol=direct's sampling: the same prompt (cut to max_prompt_tokens the same way), each
 task's samples one group (its prompt's prefix kept once), `batch_tasks` tasks a generate call. Later
@@ -26,9 +29,13 @@ from ..rl.rewards import COVERAGE_COUNTS
 from ..sim import SimConfig, SimResult
 from ..sim.pool import make_pool, settled
 from ..tasks.schema import Task
+from ..tracking.summary import passes
 from ..tracking.timing import add_seconds
 from .direct import generation_row, parsed_job
 from .feedback import feedback_message
+
+
+STOPS = ("full", "pass")
 
 
 @dataclass
@@ -36,7 +43,7 @@ class _Sample:
     task_index: int
     sample: int
     history: list[dict]
-    best: tuple[float, int] = (-1.0, -1)  # (overall, round)
+    best: tuple[bool, float, int] = (False, -1.0, -1)  # (passes, overall, round) of the kept result
     best_turn: list[dict] = field(default_factory=list)  # [assistant, feedback] of the best answer
     done: bool = False
 
@@ -45,11 +52,21 @@ def _conversation(s: _Sample, markov: bool, base: list[dict]) -> list[dict]:
     return base + s.best_turn if markov else s.history
 
 
+def standing(row: dict, pass_coverage: float | None = None) -> tuple[bool, float]:
+    """How a round's result ranks: passing first, then coverage that counts as reward
+    (rl/rewards.COVERAGE_COUNTS). A run that stopped on an error keeps its coverage but does not
+    pass, so it must not displace an earlier round that passed with less."""
+    counts = row["status"] in COVERAGE_COUNTS and row["overall"] is not None
+    return passes(row, pass_coverage), row["overall"] if counts else 0.0
+
+
 def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: int, params: SamplingParams,
                 cfg: SimConfig, fmt_options: dict | None = None, max_prompt_tokens: int = 3072,
                 rounds: int = 3, markov: bool = False, batch_tasks: int = 4, workers: int | None = None,
                 progress: bool = True, executor=None, timing: dict | None = None, reporter=None,
-                **_) -> list[dict]:
+                stop_at: str = "full", pass_coverage: float | None = None, **_) -> list[dict]:
+    if stop_at not in STOPS:
+        raise ValueError(f"protocol.stop_at={stop_at!r}: use one of {', '.join(STOPS)}")
     job = functools.partial(parsed_job, fmt, fmt_options or {})
     fitted = [fit_messages(t, fmt, tokenizer, max_prompt_tokens) for t in tasks]
     bases = [msgs for msgs, _ in fitted]
@@ -102,14 +119,12 @@ def run_agentic(tasks: Sequence[Task], engine, tokenizer, fmt: str, n_samples: i
                 note = feedback_message(parsed, result, fmt, task.target)
                 turn = [{"role": "assistant", "content": gen.text}, {"role": "user", "content": note}]
                 s.history += turn
-                # the best round is the one with the highest reward's coverage (rl/rewards.COVERAGE_COUNTS)
-                overall = result.overall if result.status in COVERAGE_COUNTS and result.overall is not None else 0.0
-                if overall > s.best[0]:
-                    s.best, s.best_turn = (overall, rnd), turn
-                if overall >= 100.0 - 1e-9:
-                    s.done = True
+                ranked = standing(row, pass_coverage)
+                if ranked > s.best[:2]:
+                    s.best, s.best_turn = (*ranked, rnd), turn
+                s.done = ranked[1] >= 100.0 - 1e-9 or (stop_at == "pass" and s.best[0])
     by_key = {(row["task_id"], row["sample"], row["round"]): row for row in rows}
     for s in samples:
-        if (row := by_key.get((tasks[s.task_index].id, s.sample, s.best[1]))) is not None:
+        if (row := by_key.get((tasks[s.task_index].id, s.sample, s.best[2]))) is not None:
             row["final"] = True
     return rows

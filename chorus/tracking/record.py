@@ -11,7 +11,8 @@ from pathlib import Path
 
 ERROR_FILE = "error.txt"  # a job's handled one-line error, left in its Hydra dir for the pipeline runner
 META_KEYS = ("job", "sft_stage", "rl_algo", "consolidation", "teacher_pool", "model", "seed", "git_revision",
-             "machine", "pass_coverage", "policy", "student")  # student: the checkpoint an OPD run started from
+             "machine", "pass_coverage", "policy", "student",  # student: the checkpoint an OPD run started from
+             "stop_at")  # protocol=agentic's stopping rule: `pass` ties the run to its own pass rule
 
 
 def git_revision(where: str | Path = Path(__file__).parent) -> str | None:

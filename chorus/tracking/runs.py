@@ -163,10 +163,25 @@ def with_pass_rule(runs: RunSet, pass_coverage: float | None = None) -> RunSet:
             raise ValueError(f"the runs were made with different pass rules ({named}); set pass_coverage=<percent> "
                              "to compare them under one rule")
         pass_coverage = next(iter(rules), None)
+    _check_stopped_at_pass(runs.runs, pass_coverage)
     if pass_coverage is None:
         return runs
     table = runs.table.assign(passed=runs.table["coverage"] >= pass_coverage, pass_coverage=pass_coverage)
     return RunSet(table, runs.runs.assign(pass_coverage=pass_coverage), runs.skipped)
+
+
+def _check_stopped_at_pass(runs: pd.DataFrame, pass_coverage: float | None) -> None:
+    """An agentic run that stopped each sample once it passed (protocol.stop_at=pass) has no later
+    rounds for a sample that passed under its own rule, so under another rule its Pass@1 is biased."""
+    if "stop_at" not in runs:
+        return
+    for r in runs[runs["stop_at"] == "pass"].itertuples():
+        own = None if pd.isna(r.pass_coverage) else float(r.pass_coverage)
+        if own != pass_coverage:
+            said = "its tasks' targets" if own is None else f"coverage >= {own:g} %"
+            raise ValueError(f"run {r.run} stopped its agentic rounds once a sample passed at {said}, so it cannot "
+                             f"be scored at {'the targets' if pass_coverage is None else f'coverage >= {pass_coverage:g} %'}; "
+                             "score it under its own rule or re-run it with protocol.stop_at=full")
 
 
 def wandb_per_task(run) -> pd.DataFrame | None:
