@@ -383,8 +383,9 @@ def test_opds_controls_each_change_one_thing(study):
 
 
 def test_the_study_evaluates_each_stages_first_expert_again_with_one_feedback_turn(study):
-    """The secondary protocol: chorus.evaluate with protocol=agentic (1 round) on each stage's first
-    expert, after it, on the experts' held-out tasks with their sampling; not in REPORT.md's table."""
+    """The secondary protocol: chorus.evaluate with protocol=agentic (1 round, a sample stopping once it
+    passes: the study reads Pass@1) on each stage's first expert, after it, on the experts' held-out
+    tasks with their sampling; not in REPORT.md's table."""
     from chorus.workflow.plan import in_report
 
     runs, c, by = study
@@ -394,7 +395,7 @@ def test_the_study_evaluates_each_stages_first_expert_again_with_one_feedback_tu
         step = by[f"evaluate/agentic/{stage}"]
         expert = by[f"rl/{stage}"]
         assert step.module == "chorus.evaluate" and step.after == [expert.name] and step.results_in_hydra_dir
-        assert {"protocol=agentic", "protocol.rounds=1", f"model.path={expert.run_dir / 'hf'}",
+        assert {"protocol=agentic", "protocol.rounds=1", "protocol.stop_at=pass", f"model.path={expert.run_dir / 'hf'}",
                 "policy.temperature=0.5", "policy.max_new_tokens=192", "policy.max_prompt_tokens=512"} <= set(step.overrides)
         # the same held-out tasks and samples as the random baseline (and so as the experts)
         assert [o for o in step.overrides if o.startswith(("tasks", "n_samples", "format"))] == \

@@ -265,10 +265,13 @@ class Planner:
                                    tables)]
 
     def agentic(self, experts: dict, rounds: int) -> list[Step]:
-        """The secondary protocol: each stage's first expert evaluated with `rounds` feedback turns."""
+        """The secondary protocol: each stage's first expert evaluated with `rounds` feedback turns. The
+        study reads it as Pass@1 only, so a sample stops once it passes (protocol.stop_at=pass): the
+        same Pass@1 rule without the rounds that could only add coverage."""
         if rounds < 0:
             raise ValueError(f"pipeline.controls.agentic_rounds={rounds}: set 0 (none) or the feedback turns to give")
         return [held_out_evaluation(expert, self.compose_step, self.c["runs_dir"], f"evaluate/agentic/{stage}",
                                     ["policy=model", "model=hf", f"model.path={expert.run_dir / 'hf'}",
-                                     "protocol=agentic", f"protocol.rounds={rounds}"], sampled=True)
+                                     "protocol=agentic", f"protocol.rounds={rounds}", "protocol.stop_at=pass"],
+                                    sampled=True)
                 for stage, expert in (experts.items() if rounds else ())]
