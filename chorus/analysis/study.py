@@ -57,12 +57,17 @@ def mean_row(per_task: np.ndarray) -> Row:
     return row(v.mean(), v.var(ddof=1) / len(v))
 
 
+def stage_major(m: Manifest, labels: dict) -> tuple[list[str], list[str]]:
+    """The manifest's experts as table labels, stage by stage in replicate order, and each one's stage."""
+    pairs = [(labels[str(d)], s) for s in STAGES for d in m.experts[s]]
+    return [e for e, _ in pairs], [s for _, s in pairs]
+
+
 def seed_rows(table: pd.DataFrame, m: Manifest, labels: dict, seed: int = 0, n_boot: int = 500) -> dict:
     """Every row of one seed. table: the aligned per-sample table of the manifest's runs; labels:
     run dir (str) -> its label in the table."""
     names = {s: [labels[str(d)] for d in ds] for s, ds in m.experts.items()}
-    experts = [e for s in STAGES for e in names[s]]
-    stage_of = [s for s in STAGES for _ in names[s]]
+    experts, stage_of = stage_major(m, labels)
     rates = patterns.Rates.from_table(table, experts)
     P = 100 * rates.p  # tasks x experts, points
     out: dict = {"rows": {}, "tests": {}, "notes": [], "n_tasks": len(rates.tasks),

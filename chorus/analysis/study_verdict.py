@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import patterns, study
 from .matrix import align_tasks
-from .study_manifest import STAGES, Manifest, check_study, read_manifest
+from .study_manifest import Manifest, check_study, read_manifest
 
 STUDY_FILE = "study.json"
 
@@ -73,10 +73,10 @@ def pattern_matrix(seed_dir: str | Path, pass_coverage: float | None = None) -> 
     statistic's D; chorus.analysis.patterns), labelled by run, and each expert's stage, stage-major."""
     m = read_manifest(seed_dir)
     table, labels = load_seed(m, pass_coverage)
-    experts = [labels[str(d)] for s in STAGES for d in m.experts[s]]
+    experts, stages = study.stage_major(m, labels)
     rates = patterns.Rates.from_table(table, experts)
     d = patterns.dissimilarity(rates.p, rates.n)
-    return pd.DataFrame(d, index=experts, columns=experts), [s for s in STAGES for _ in m.experts[s]]
+    return pd.DataFrame(d, index=experts, columns=experts), stages
 
 
 def counted(rows: dict) -> dict:
