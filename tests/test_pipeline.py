@@ -303,9 +303,10 @@ def test_the_default_pipeline_is_the_staged_world(tmp_path):
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    """pipeline=study's plan at seed 2 (planned once: it composes every step twice)."""
+    """pipeline=study's plan at seed 2 with its opt-in agentic secondary (planned once: it composes
+    every step twice)."""
     runs = tmp_path_factory.mktemp("study")
-    c, steps = pipeline_cfg(f"runs_dir={runs}", "pipeline=study", "seed=2")
+    c, steps = pipeline_cfg(f"runs_dir={runs}", "pipeline=study", "seed=2", "pipeline.controls.agentic_rounds=1")
     return runs, c, {s.name: s for s in steps}
 
 
@@ -401,8 +402,9 @@ def test_the_study_evaluates_each_stages_first_expert_again_with_one_feedback_tu
         assert [o for o in step.overrides if o.startswith(("tasks", "n_samples", "format"))] == \
             [o for o in baseline if o.startswith(("tasks", "n_samples", "format"))]
         assert not in_report(step.name)
-    _, staged = pipeline_cfg(f"runs_dir={runs}", "pipeline=staged", "seed=2")
-    assert not any(s.name.startswith("evaluate/") for s in staged)  # agentic_rounds defaults to 0
+    for preset in ("staged", "study"):  # agentic_rounds defaults to 0: opt-in (v2's runs leave it out)
+        _, steps = pipeline_cfg(f"runs_dir={runs}", f"pipeline={preset}", "seed=2")
+        assert not any(s.name.startswith("evaluate/") for s in steps)
     with pytest.raises(ValueError, match="agentic_rounds=-1"):
         pipeline_cfg(f"runs_dir={runs}", "pipeline=study", "pipeline.controls.agentic_rounds=-1")
 
