@@ -40,6 +40,7 @@ def test_members_are_their_strings(choice):
     ("evaluate", ["policy=model", "policy.engine=vlm"], "policy.engine"),
     ("evaluate", ["policy.quality=best"], "policy.quality"),
     ("evaluate", ["tasks.split=dev"], "tasks.split"),
+    ("evaluate", ["protocol=agentic", "protocol.stop_at=passed"], "protocol.stop_at"),
 ])
 def test_a_bad_mode_fails_at_composition_naming_its_key(config, override, key):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -51,7 +52,9 @@ def test_a_bad_mode_fails_at_composition_naming_its_key(config, override, key):
 def test_the_library_accepts_exactly_the_enum_values():
     """Where library code keeps its own list of valid strings, it is the enum's."""
     from chorus.policy.static import QUALITIES
+    from chorus.protocol.agentic import STOPS
     from chorus.sim.isolation import MODES
 
     assert set(MODES) == {m.value for m in modes.Isolation}
     assert set(QUALITIES) == {m.value for m in modes.Quality}
+    assert STOPS == ("full", "pass") and set(STOPS) == {m.value for m in modes.AgenticStop}

@@ -86,7 +86,8 @@ def test_generated_tasks_in_the_vectors_format_grade_reference_quality(tmp_path,
 
 def test_an_agentic_evaluation_records_its_stopping_rule(tmp_path, cache_root, tiny_xs):
     """summary.json says how an agentic run stopped its samples (protocol.stop_at), which decides
-    under which pass rules it may be read (tracking/runs.py); a direct run records none."""
+    under which pass rules it may be read (tracking/runs.py); a direct run records none; a bad one is
+    refused at composition."""
     common = ["policy=model", "model=hf", f"model.path={tiny_xs}", "tasks=generated", "tasks.per_family=1",
               "tasks.families=[counter]", "tasks.split=all", "format=vectors", "n_samples=1",
               "policy.max_new_tokens=8"]
@@ -97,5 +98,6 @@ def test_an_agentic_evaluation_records_its_stopping_rule(tmp_path, cache_root, t
         assert json.loads((out / "summary.json").read_text()).get("stop_at") == stop
     p = evaluate(*common, "protocol=agentic", "protocol.stop_at=sometimes", f"hydra.run.dir={tmp_path / 'bad'}",
                  cache_root=cache_root)
-    assert p.returncode != 0 and "protocol.stop_at='sometimes': use one of full, pass" in p.stderr
-    assert "Traceback" not in p.stderr
+    # refused while composing (the schema's enum), before a model loads: nothing written
+    assert p.returncode != 0 and "Invalid value 'sometimes', expected one of [full, pass]" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "bad" / "summary.json").exists()

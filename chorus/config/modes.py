@@ -146,3 +146,9 @@ class Launcher(Choice):
     """pipeline.launcher: how chorus.pipeline starts its steps (workflow/launchers.py)."""
     local = enum.auto()  # subprocesses of the pipeline's own process
     submitit = enum.auto()  # submitit jobs: SLURM where sbatch is found, else local processes (pipeline.submitit)
+
+
+# protocol.stop_at (agentic): when a sample's feedback rounds end. `pass` is a Python keyword, so this
+# one enum is built by the functional API; its members behave as every Choice's do.
+AgenticStop = Choice("AgenticStop", ["full", "pass"])  # full: at 100 % coverage; pass: once it passes
+AgenticStop.__doc__ = "protocol.stop_at (agentic): a sample stops at 100 % coverage (full) or once it passes (pass)."

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from contextlib import nullcontext
 from typing import Sequence
 
+from ..config.modes import AgenticStop
 from ..policy.engines import Generation, SamplingParams
 from ..policy.parsing import parse_completion
 from ..policy.prompts import fit_messages, render_messages
@@ -35,7 +36,7 @@ from .direct import generation_row, parsed_job
 from .feedback import feedback_message
 
 
-STOPS = ("full", "pass")
+STOPS = tuple(m.value for m in AgenticStop)  # the schema refuses others at composition
 
 
 @dataclass
