@@ -11,9 +11,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from chorus.analysis.study_manifest import read_manifest
+from chorus.config.job_settings import override_key
 from chorus.config.schema import CONF_DIR, register_configs
 from chorus.pipeline import plan
-from chorus.workflow.plan import in_report
+from chorus.workflow.plan import in_report, superseded_dropped
 from chorus.workflow.study_record import write_study
 from chorus.tracking.record import machine_kind
 from chorus.workflow.runner import StepFailed, run_steps
@@ -348,7 +349,10 @@ def test_the_study_plans_the_families_control_from_stage0s_steps(study):
         # forked from stage 0's checkpoint (a shared lineage: their soup is a competent student), as stage 1 is
         assert f"sft_stage.init={by['sft/stage0'].run_dir / 'hf'}" in sft.overrides
         assert {"sft_stage.steps=100", "sft_stage.lr=3e-4"} <= set(sft.overrides)
-        assert set(by["sft/stage0"].overrides) < set(sft.overrides)
+        # stage 0's settings, each once, those the fork sets again with the fork's value only
+        keys = [override_key(o) for o in sft.overrides]
+        assert {override_key(o) for o in by["sft/stage0"].overrides} < set(keys) and len(keys) == len(set(keys))
+        assert "sft_stage.steps=150" not in sft.overrides and "sft_stage.steps=150" in by["sft/stage0"].overrides
         # every skill of its families (stage 0 keeps to exact answers and climbs): complementary by construction
         assert sft.overrides[-2:] == ["sft_stage.skills=null", f"run_tag=fam{i}"]
         assert f"sft_stage.checkpoint={sft.run_dir / 'hf'}" in rl.overrides and rl.after == [sft.name]
@@ -357,9 +361,18 @@ def test_the_study_plans_the_families_control_from_stage0s_steps(study):
     # OPD's student: the family experts' common ancestor, stage 0's SFT checkpoint (chosen on validation)
     opd = by["control/families/opd"]
     assert f"consolidation.student={by['sft/stage0'].run_dir / 'hf'}" in opd.overrides
+    for name in ("control/families/opd", "control/families/opd-random", "consolidation/opd"):  # once, as it runs
+        assert sum(o.startswith("consolidation.student=") for o in by[name].overrides) == 1
     assert opd.run_dir != by["consolidation/opd"].run_dir
     assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2", "sft/stage0",
                          "tables/families/fam0", "tables/families/fam1", "tables/families/fam2"]
+
+
+def test_a_steps_command_line_drops_the_preset_settings_set_again_later():
+    """Hydra keeps an override's last value, so the earlier ones only clutter the command line."""
+    own = ["consolidation.student=soup", "rl.lr=3e-5", "+rl.x=1", "consolidation.student=stage0", "rl.x=2"]
+    assert superseded_dropped(own, ["consolidation.student=/runs/sft/hf"]) == ["rl.lr=3e-5", "rl.x=2"]
+    assert superseded_dropped(own, []) == ["rl.lr=3e-5", "consolidation.student=stage0", "rl.x=2"]
 
 
 def test_opds_controls_each_change_one_thing(study):

@@ -39,6 +39,20 @@ def in_report(name: str) -> bool:
     return not name.startswith(("control/", "evaluate/", "tables/")) and not (m and m.group(2))
 
 
+def superseded_dropped(own: list[str], wiring: list[str]) -> list[str]:
+    """A step's own preset settings without those a later one of them or the wiring sets again (Hydra
+    keeps the last): its command line then shows each setting once, with the value it runs with (OPD's
+    student was spelled three times: the preset's soup, the control's stage0, the wired checkpoint)."""
+    from ..config.job_settings import override_key
+
+    kept, later = [], {override_key(w) for w in wiring}
+    for o in reversed(own):
+        if override_key(o) not in later:
+            kept.append(o)
+        later.add(override_key(o))
+    return kept[::-1]
+
+
 def plan(c: dict, compose) -> list[Step]:
     """The steps of the pipeline configured by `c` (pipeline.yaml composed), in plan order."""
     return Planner(c, compose).plan()
@@ -98,7 +112,8 @@ class Planner:
         from ..config.job_settings import is_used, override_key, unused_overrides, used_settings
         from ..train import auto_job, job_label, job_run_dir
 
-        own, wiring = list(own), list(wiring)
+        wiring = list(wiring)
+        own = superseded_dropped(list(own), wiring)
         full = self.compose_step(name, self.base + self.train + own + self.extra + wiring)
         job = auto_job(full)
         uses = used_settings(job, full)
