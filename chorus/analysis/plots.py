@@ -93,17 +93,20 @@ def study_rows(result: dict, names: list[str] | None = None, path: str | Path | 
     seeds = result["seeds"]
     fig = Figure(figsize=(7, 0.45 * len(names) + 1.5))
     ax = fig.subplots()
-    colors = [f"C{k}" for k in range(len(seeds))]
+
+    labelled = set()
+
+    def interval(r: dict, y: float, label: str, **style) -> None:  # the legend names each series once
+        ax.errorbar(r["estimate"], y, xerr=[[r["estimate"] - r["lo"]], [r["hi"] - r["estimate"]]],
+                    label=None if label in labelled else label, **style)
+        labelled.add(label)
+
     for i, name in enumerate(reversed(names)):
         for k, seed in enumerate(seeds):
             r = rows[name]["per_seed"].get(seed)
             if r is not None:
-                y = i + 0.12 * (k - (len(seeds) - 1) / 2)
-                ax.errorbar(r["estimate"], y, xerr=[[r["estimate"] - r["lo"]], [r["hi"] - r["estimate"]]],
-                            fmt="o", ms=3, color=colors[k], label=seed if i == 0 else None)
-        p = rows[name]["pooled"]
-        ax.errorbar(p["estimate"], i - 0.35, xerr=[[p["estimate"] - p["lo"]], [p["hi"] - p["estimate"]]],
-                    fmt="D", ms=5, color="black", label="pooled" if i == 0 else None)
+                interval(r, i + 0.12 * (k - (len(seeds) - 1) / 2), seed, fmt="o", ms=3, color=f"C{k}")
+        interval(rows[name]["pooled"], i - 0.35, "pooled", fmt="D", ms=5, color="black")
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_yticks(range(len(names)), labels=list(reversed(names)), fontsize=7)
     ax.set_xlabel("Pass@1 points (95 % intervals; premise rows 90 %)")
