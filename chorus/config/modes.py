@@ -148,7 +148,7 @@ class Launcher(Choice):
     submitit = enum.auto()  # submitit jobs: SLURM where sbatch is found, else local processes (pipeline.submitit)
 
 
-# protocol.stop_at (agentic): when a sample's feedback rounds end. `pass` is a Python keyword, so this
-# one enum is built by the functional API; its members behave as every Choice's do.
-AgenticStop = Choice("AgenticStop", ["full", "pass"])  # full: at 100 % coverage; pass: once it passes
+# `pass` is a Python keyword, so this one enum is built by the functional API; its members behave as
+# every Choice's do.
+AgenticStop = Choice("AgenticStop", ["full", "pass"])
 AgenticStop.__doc__ = "protocol.stop_at (agentic): a sample stops at 100 % coverage (full) or once it passes (pass)."

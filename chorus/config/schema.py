@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
-from .modes import AgenticStop, Difficulty, Divergence, Engine, GateMetric, GenerationMode, InferenceCopyMode, Launcher, \
-    LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routing, SFTKind, Split, TeacherSource
+from .modes import AgenticStop, Difficulty, Divergence, Engine, GateMetric, GenerationMode, InferenceCopyMode, \
+    Launcher, LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routing, SFTKind, Split, TeacherSource
 from ..sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -92,7 +92,7 @@ class ProtocolConf:
     name: str = "direct"  # direct | agentic
     rounds: int = 3  # agentic: refinements after the first answer
     markov: bool = False  # agentic: keep only system, user, best answer and its feedback
-    stop_at: AgenticStop = AgenticStop.full  # agentic: a sample stops at 100 % coverage (full) or once it passes (pass)
+    stop_at: AgenticStop = AgenticStop.full  # agentic: stop at 100 % coverage (full) or once it passes (pass)
     overlap: bool = True  # simulate finished samples while others still generate
     batch_tasks: int = 4  # tasks per generation batch
 
