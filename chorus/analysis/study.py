@@ -203,7 +203,7 @@ def pool(seeds: list[dict], alpha: float = 0.05, seed: int = 0) -> dict:
                                         [s["rows"][h].variance for s in seeds], alpha), alpha)
           for h in SECONDARY if all(h in s["rows"] for s in seeds)}
     # one-sided at alpha / 2: alone, a claim is exactly the printed (1 - alpha) interval's lower bound > 0
-    tests["secondary_p"], tests["holm"] = ps, holm(ps, alpha / 2)
+    tests["secondary_p"], tests["holm"], tests["holm_alpha"] = ps, holm(ps, alpha / 2), alpha / 2
     premise = [rows[f"premise/{a}-{b}"] for a, b in itertools.combinations(STAGES, 2)]
     v = {"premise": all(equivalent(r["lo"], r["hi"], PREMISE_POINTS) for r in premise),
          "primary": bool(tests.get("pattern_p", 1.0) <= alpha),

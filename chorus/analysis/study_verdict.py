@@ -3,7 +3,7 @@ evidence alone, written to DIR/study.json and printed as markdown.
 
 study.json: {"design", "revision", "machine", "seeds": [seed dir names], "n_tasks": {seed: n},
 "rows": {name: {"per_seed": {seed: {estimate, lo, hi}}, "pooled": {estimate, lo, hi, tau2, i2, q,
-seeds}}}, "tests": {"pattern_p": {seed: p, "pooled": p}, "secondary_p", "holm"}, "verdict": {...},
+seeds}}}, "tests": {"pattern_p": {seed: p, "pooled": p}, "secondary_p", "holm", "holm_alpha"}, "verdict": {...},
 "comparisons": {...counted}, "notes": [...]}. Units: Pass@1 points; pattern_difference in points^2.
 Intervals are 95 % (premise rows: 90 %, the TOST's).
 """
@@ -127,8 +127,10 @@ def markdown(result: dict) -> str:
     yes = {True: "holds", False: "fails"}
     pp = t.get("pattern_p", {})
     lines += ["", "Tests: pattern permutation p " + ", ".join(f"{k} {p:.3g}" for k, p in pp.items()) + "; "
-              "secondary one-sided p (Holm): " + ", ".join(f"{h} {p:.3g} ({'rejects' if t['holm'][h] else 'no'})"
-                                                        for h, p in t["secondary_p"].items()), "",
+              f"secondary one-sided p (Holm at {100 * t['holm_alpha']:g} %: the i-th smallest of "
+              f"{len(t['secondary_p'])} against {100 * t['holm_alpha']:g} % / ({len(t['secondary_p'])} + 1 - i)): "
+              + ", ".join(f"{h} {p:.3g} ({'rejects' if t['holm'][h] else 'no'})" for h, p in t["secondary_p"].items()),
+              "",
               f"- premise (every pair of stage means within +-{study.PREMISE_POINTS:g} points, TOST on the pooled "
               f"90 % interval): {yes[v['premise']]}",
               f"- primary (pattern dissimilarity across stages > within, pooled permutation p <= 0.05): "
