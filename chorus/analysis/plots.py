@@ -111,7 +111,8 @@ def study_rows(result: dict, names: list[str] | None = None, path: str | Path | 
     ax.set_yticks(range(len(names)), labels=list(reversed(names)), fontsize=7)
     ax.set_xlabel("Pass@1 points (95 % intervals; premise rows 90 %)")
     ax.set_title(f"Study design {result['design']}: each seed and pooled (random effects)")
-    ax.legend(fontsize=7, loc="best")
+    # outside the axes: rows span the whole x range, so no corner inside is free
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return _save(fig, path)
 
 
