@@ -338,3 +338,47 @@ def test_find_seed_dirs_keeps_folders_with_a_manifest_sorted_and_names_an_empty_
     with pytest.raises(ValueError) as err:
         find_seed_dirs(str(tmp_path / "v2" / "seed*"))
     assert "\n" not in str(err.value) and "study_keep=" in str(err.value) and "v2/seed*" in str(err.value)
+
+
+def test_the_secondary_claims_are_holm_at_one_sided_2_5_percent_hand_computed():
+    """Three seeds agreeing exactly (q = 0, tau^2 = 0), each with variance 3: the pooled se is 1 and
+    the one-sided p of an estimate t is t on 2 df's tail, 0.5 * (1 - t / sqrt(t^2 + 2)). H1 at 5.13:
+    p = 0.01798, claimed alone (95 % lower bound 5.13 - 4.303 > 0) and under Holm at 5 % (second
+    smallest <= 0.05 / 2), but not at the pre-registered one-sided 2.5 % (<= 0.025 / 2 = 0.0125)."""
+    estimates = {"staged_headroom": 5.13, "staged_minus_same_adjusted": 1.0, "positive_headroom": 20.0}
+    rows = {f"premise/{a}-{b}": study.row(0.0, 1.0, z=Z90) for a, b in itertools.combinations(STAGES, 2)}
+    rows.update({h: study.row(e, 3.0) for h, e in estimates.items()})
+    res = study.pool([{"rows": rows}] * 3)
+    t = res["tests"]
+    tail = {h: 0.5 * (1 - e / (e * e + 2) ** 0.5) for h, e in estimates.items()}
+    assert t["secondary_p"] == pytest.approx(tail, rel=1e-6)
+    assert t["secondary_p"]["staged_headroom"] == pytest.approx(0.01798, abs=1e-5)
+    assert res["rows"]["staged_headroom"]["lo"] > 0
+    assert t["holm_alpha"] == 0.025
+    assert t["holm"] == {"positive_headroom": True, "staged_headroom": False, "staged_minus_same_adjusted": False}
+    assert res["verdict"]["staged_complementary"] is False and res["verdict"]["premise"] is True
+
+
+def _numbers(tree, prefix=""):
+    """Every leaf of a json tree by its path, so kept and recomputed verdicts compare leaf by leaf."""
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in _numbers(sub, f"{prefix}/{key}").items()}
+    return {prefix: tree}
+
+
+def test_the_kept_v2_verdict_is_what_its_kept_seeds_give():
+    """analysis/studies/v2/verdict/study.json is the README's v2 table: recomputed from the kept seeds
+    alone (the CLI's 1000 bootstrap resamples), every row, test and verdict agrees with it."""
+    v2 = REPO / "analysis/studies/v2"
+    kept = json.loads((v2 / "verdict/study.json").read_text())
+    again = json.loads(json.dumps(analyse([str(v2 / f"seed{k}") for k in range(3)], n_boot=1000), default=float))
+    for part in ("rows", "tests", "verdict", "experts", "comparisons"):
+        got, want = _numbers(again[part]), _numbers(kept[part])
+        assert got.keys() == want.keys(), part
+        for k, w in want.items():
+            assert got[k] == (pytest.approx(w, rel=1e-9, abs=1e-12) if isinstance(w, float) else w), k
+    assert (kept["revision"], kept["machine"]) == ("db39cd2967e62208707b96c5db6766d91e3d9ec3",
+                                                   "x86_64, AMD EPYC, 2 CPUs, no GPU")
+    v = kept["verdict"]
+    assert (v["premise"], v["primary"], v["staged_complementary"], v["claim"], v["opd_consolidates"]) == \
+        (False, True, False, False, False)
