@@ -38,7 +38,7 @@ def test_readme_is_a_landing_page():
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; move detail into docs/"
     text = README.read_text()
     assert "python -m pytest -q" in text and "what CI runs" in text
-    assert "python -m chorus.pipeline pipeline=smoke" in text and "1.5 min" in text and "51.0 min" in text
+    assert "python -m chorus.pipeline pipeline=smoke" in text and "1.5 min" in text and "58.3 min" in text
     assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text()
 
 
