@@ -16,6 +16,7 @@ from chorus.analysis import patterns, study
 from chorus.analysis.pooling import random_effects
 from chorus.analysis.study_manifest import STAGES, keep_evidence, read_manifest
 from chorus.analysis.study_verdict import analyse
+from chorus.tracking.identity import flatten
 from chorus.tracking.run_dir import PARQUET, write_summary
 from study_fixtures import REVISION, write_seed, write_study
 
@@ -359,13 +360,6 @@ def test_the_secondary_claims_are_holm_at_one_sided_2_5_percent_hand_computed():
     assert res["verdict"]["staged_complementary"] is False and res["verdict"]["premise"] is True
 
 
-def _numbers(tree, prefix=""):
-    """Every leaf of a json tree by its path, so kept and recomputed verdicts compare leaf by leaf."""
-    if isinstance(tree, dict):
-        return {k: v for key, sub in tree.items() for k, v in _numbers(sub, f"{prefix}/{key}").items()}
-    return {prefix: tree}
-
-
 def test_the_kept_v2_verdict_is_what_its_kept_seeds_give():
     """analysis/studies/v2/verdict/study.json is the README's v2 table: recomputed from the kept seeds
     alone (the CLI's 1000 bootstrap resamples), every row, test and verdict agrees with it."""
@@ -373,7 +367,7 @@ def test_the_kept_v2_verdict_is_what_its_kept_seeds_give():
     kept = json.loads((v2 / "verdict/study.json").read_text())
     again = json.loads(json.dumps(analyse([str(v2 / f"seed{k}") for k in range(3)], n_boot=1000), default=float))
     for part in ("rows", "tests", "verdict", "experts", "comparisons"):
-        got, want = _numbers(again[part]), _numbers(kept[part])
+        got, want = flatten(again[part]), flatten(kept[part])  # leaf by leaf
         assert got.keys() == want.keys(), part
         for k, w in want.items():
             assert got[k] == (pytest.approx(w, rel=1e-9, abs=1e-12) if isinstance(w, float) else w), k

@@ -126,9 +126,9 @@ def markdown(result: dict) -> str:
     t, v = result["tests"], result["verdict"]
     yes = {True: "holds", False: "fails"}
     pp = t.get("pattern_p", {})
+    level, m = f"{100 * t['holm_alpha']:g} %", len(t["secondary_p"])
     lines += ["", "Tests: pattern permutation p " + ", ".join(f"{k} {p:.3g}" for k, p in pp.items()) + "; "
-              f"secondary one-sided p (Holm at {100 * t['holm_alpha']:g} %: the i-th smallest of "
-              f"{len(t['secondary_p'])} against {100 * t['holm_alpha']:g} % / ({len(t['secondary_p'])} + 1 - i)): "
+              f"secondary one-sided p (Holm at {level}: the i-th smallest of {m} against {level} / ({m} + 1 - i)): "
               + ", ".join(f"{h} {p:.3g} ({'rejects' if t['holm'][h] else 'no'})" for h, p in t["secondary_p"].items()),
               "",
               f"- premise (every pair of stage means within +-{study.PREMISE_POINTS:g} points, TOST on the pooled "
