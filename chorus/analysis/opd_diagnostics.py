@@ -9,8 +9,9 @@ import pandas as pd
 # steps.jsonl's columns, as REPORT.md names them (kl_<teacher> columns are added per teacher)
 STEP_COLUMNS = {"step": "step", "routed_fraction": "routed", "samples_trained": "sequences trained",
                 "routed_margin_mean": "margin (teacher - student)", "truncated_fraction": "truncated",
-                "compile_rate": "compiles", "pass_rate": "student pass"}
-COUNTS = ("step", "sequences trained")  # whole numbers: the table's rows are floats once a column has NaN
+                "compile_rate": "compiles", "pass_rate": "student pass", "kd_kept": "teacher samples kept"}
+# whole numbers: the table's rows are floats once a column has NaN
+COUNTS = ("step", "sequences trained", "teacher samples kept")
 
 
 def _lines(path: Path) -> pd.DataFrame:
@@ -21,7 +22,8 @@ def opd_steps(run_dir: str | Path) -> pd.DataFrame:
     """Per step: the routed fraction of the step's tasks, the sequences trained, the routed tasks' mean
     teacher-student margin on the gate's metric, the mean per-token log-ratio of the student's samples
     to each routed teacher (kl_<teacher>: a sampled estimate of KL(student || teacher) on its routed
-    tasks), and the student's truncation and compile rates. Empty for a run that is not OPD."""
+    tasks), the student's truncation and compile rates, and (opd.teacher_samples) the teachers' own
+    samples kept as KD targets. Empty for a run that is not OPD."""
     d = _lines(Path(run_dir) / "steps.jsonl")
     if d.empty or "routed_fraction" not in d:
         return pd.DataFrame()

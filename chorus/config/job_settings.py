@@ -80,9 +80,11 @@ def _opd(c: dict) -> list[str]:
     cons = c["consolidation"]
     uses = [*COMMON, *TEACHERS, "rl", "trainer", "teacher_pool", "consolidation.name", "consolidation.student",
             "consolidation.margin", "consolidation.routing", "consolidation.gate", "consolidation.mode",
-            "consolidation.teachers_in_memory", "ckpt_path"]
+            "consolidation.teachers_in_memory", "consolidation.teacher_samples", "ckpt_path"]
     if cons["student"] == "soup":
         uses.append("consolidation.weights")
+    if cons["teacher_samples"]:
+        uses.append("consolidation.kd_coef")
     if cons["mode"] == "direct":
         uses.append("consolidation.divergence")
         if cons["divergence"] == "jsd":

@@ -343,6 +343,11 @@ class ConsolidationConf:
     divergence: Divergence = Divergence.reverse_kl  # opd mode=direct
     beta: float = 0.5  # opd direct jsd
     teachers_in_memory: bool = True  # opd: false loads one teacher at a time (mode=pg)
+    # opd: per routed task, the routed teacher draws this many samples of its own (rl.temperature); those
+    # beating the student's mean on the gate's metric join the step as sequence-level KD targets (their
+    # NLL under the student, weight kd_coef, one normaliser with the on-policy term). 0 = on-policy only
+    teacher_samples: int = 0
+    kd_coef: float = 1.0  # opd with teacher_samples > 0
 
 
 @dataclass

@@ -50,6 +50,15 @@ def generalized_jsd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, 
     return ((beta * kl_t + (1 - beta) * kl_s) * mask).sum() / normalizer
 
 
+def sequence_kd(student_logp: torch.Tensor, mask: torch.Tensor, normalizer: float) -> torch.Tensor:
+    """opd.teacher_samples: sequence-level KD (Kim & Rush 2016) on a teacher's own samples, the
+    negative log-likelihood of the teacher's tokens under the student at the sampling temperature,
+    summed over `mask`'s positions and divided by the step's `normalizer`. It is the sampled forward
+    KL(pi_t || pi_s): the reverse-KL terms above only score tokens the student itself drew, so a
+    teacher's answer that the student never samples (another opening) gives them no signal."""
+    return -(student_logp * mask).sum() / normalizer
+
+
 DIVERGENCES = {"reverse_kl": reverse_kl, "jsd": generalized_jsd}
 
 

@@ -14,7 +14,7 @@ from ..config.schema import ConsolidationConf
 from ..rl.logprobs import completion_hidden
 from ..rl.losses import clipped_pg_loss
 from ..rl.module import RLModule
-from .losses import DIVERGENCES, chunked_divergence, pg_advantages
+from .losses import DIVERGENCES, chunked_divergence, pg_advantages, sequence_kd
 
 
 class OPDModule(RLModule):
@@ -29,6 +29,7 @@ class OPDModule(RLModule):
         if opd.divergence not in DIVERGENCES:
             raise ValueError(f"unknown opd.divergence {opd.divergence!r}; use one of {sorted(DIVERGENCES)}")
         self.mode, self.divergence, self.beta, self.teachers = opd.mode, opd.divergence, opd.beta, teachers
+        self.kd_coef = opd.kd_coef
 
     def on_fit_start(self) -> None:
         # The strategy has put the student on its device by now: the teachers score there too.
@@ -37,6 +38,16 @@ class OPDModule(RLModule):
             self.teachers.to(self.device)
 
     def micro_loss(self, b, sl: slice, ids, attn, mask, fwd, normalizer: float):
+        # The student's own rows take the on-policy objective; a teacher's samples (opd.teacher_samples)
+        # take sequence-level KD. One normaliser (the mini-batch's tokens, both kinds) for both terms.
+        kd = (b.kd_rows[sl] if b.kd_rows is not None else torch.zeros(ids.size(0), dtype=torch.bool))
+        kd_mask = mask * kd.to(self.device)[:, None].to(mask.dtype)
+        loss, stats = self._on_policy_loss(b, sl, ids, attn, mask - kd_mask, fwd, normalizer, kd.tolist())
+        if kd.any():
+            loss = loss + self.kd_coef * sequence_kd(fwd.logp, kd_mask, normalizer)
+        return loss, stats
+
+    def _on_policy_loss(self, b, sl: slice, ids, attn, mask, fwd, normalizer: float, kd: list[bool]):
         logp = fwd.logp
         t_logp = b.teacher_logprobs[sl, :ids.size(1)].to(self.device)
         stats = {"kl_sum": float(((logp.detach() - t_logp) * mask).sum())}
@@ -48,11 +59,11 @@ class OPDModule(RLModule):
             return loss, {**st, **stats}
         # direct: the divergence at each completion position, between the student's head on its hidden
         # states (fwd) and the routed teacher's, a chunk of positions at a time (rl/logprobs.py)
-        names = b.teacher_of[sl]
+        names = [n if not k else None for n, k in zip(b.teacher_of[sl], kd)]  # KD rows: no divergence term
         rows_of = fwd.select.nonzero()[:, 0]  # the row of each of the N completion positions
         loss = fwd.hidden.new_zeros((), dtype=torch.float32)
         kw = {"beta": self.beta} if self.divergence == "jsd" else {}
-        for name in dict.fromkeys(names):
+        for name in dict.fromkeys(n for n in names if n is not None):
             rows = torch.tensor([i for i, n in enumerate(names) if n == name], device=self.device)
             with self.teachers.use(name) as teacher, torch.no_grad():  # its logits: chunk by chunk, below
                 t_hidden, t_head, _ = completion_hidden(teacher, ids[rows], attn[rows], mask[rows],

@@ -14,6 +14,7 @@ from ..policy.models import load_model
 from ..rl.logprobs import forward_logprobs
 from ..rl.rollouts import RolloutBatch, RolloutSpec, pad_sequences, sample_groups, sample_stats
 from .routing import ROUTINGS
+from .teacher_samples import teacher_targets
 from .teachers import Teacher, TeacherRewards, mean_rewards
 
 
@@ -22,6 +23,7 @@ class OPDBatch(RolloutBatch):
     teacher_logprobs: torch.Tensor | None = None  # [B, T] routed teacher's log-prob of each student token
     teacher_of: list[str] = field(default_factory=list)  # per sequence
     decisions: list[dict] = field(default_factory=list)  # per task: route, reason, rewards
+    kd_rows: torch.Tensor | None = None  # [B] bool: a teacher's own sample (a KD target), not the student's
 
 
 class TeacherModels:
@@ -61,10 +63,13 @@ class TeacherModels:
 def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, rewards: TeacherRewards,
                 teachers: TeacherModels, order: list[str], margin: float = 0.0, seed: int = 0,
                 micro_batch: int = 8, logit_chunk: int = 1024, routing: str = "gated", gate: str = "reward",
-                pack_sequences: bool | None = TrainerConf.pack_sequences, after_generation=lambda: None) -> OPDBatch:
+                pack_sequences: bool | None = TrainerConf.pack_sequences, after_generation=lambda: None,
+                teacher_samples: int = 0, make_engine=None) -> OPDBatch:
     """The student's samples, then `after_generation()` (a vLLM engine sleeps: the teachers that
     estimate rewards online and score the samples get its memory), then the routing (ROUTINGS[routing],
-    teacher and student compared on `gate`, the teachers' values from `rewards`) and scoring."""
+    teacher and student compared on `gate`, the teachers' values from `rewards`) and scoring. With
+    `teacher_samples` > 0, each routed teacher's own better answers (`make_engine(model, tokenizer)`
+    draws them) join the batch after the student's rows as KD targets (kd_rows; teacher_samples.py)."""
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
     after_generation()
@@ -84,11 +89,22 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
             seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, 0.0))
             rows.append({**s["row"], "teacher": r.teacher})
             teacher_of.append(r.teacher)
+    n_student = len(seqs)
+    routed_tasks = [(grp[0]["task"], d["teacher"], d["student_reward"]) for grp, d in zip(groups, decisions)
+                    if d["teacher"]]
+    kd, kd_stats = teacher_targets(routed_tasks, teachers, lambda model: make_engine(model, tokenizer), tokenizer,
+                                   pool, spec, teacher_samples, gate, order, seed)
+    for s, name in kd:
+        seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, 0.0))
+        rows.append({**s["row"], "teacher": name, "kd_target": True})
+        teacher_of.append(name)
+    for key in ("generation_s", "simulation_s"):
+        timing[key] += kd_stats.pop(key)
     ids, attn, comp, old, adv = pad_sequences(seqs, tokenizer.pad_token_id)
     t_logp = torch.zeros(ids.shape)
     kl: dict[str, float] = {}
     for name in order:  # one teacher at a time over the sequences routed to it
-        idx = [i for i, t in enumerate(teacher_of) if t == name]
+        idx = [i for i, t in enumerate(teacher_of[:n_student]) if t == name]  # KD targets need no scoring
         if not idx:
             continue
         with teachers.use(name) as model, torch.no_grad():
@@ -110,6 +126,8 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
              # the routed tasks' teacher-student lead on the gate's metric (absent when none was routed)
              **({"routed_margin_mean": sum(margins) / len(margins)} if margins else {}),
              **{f"route_{n}": sum(d["teacher"] == n for d in decisions) for n in order},
-             **{f"kl_{n}": v for n, v in kl.items()}, "samples_trained": len(rows)}
+             **{f"kl_{n}": v for n, v in kl.items()}, "samples_trained": len(rows),
+             **(kd_stats if teacher_samples > 0 else {})}
+    kd_rows = torch.arange(len(seqs)) >= n_student
     return OPDBatch(ids, attn, comp, old, adv, rows=rows, stats=stats, teacher_logprobs=t_logp,
-                    teacher_of=teacher_of, decisions=decisions)
+                    teacher_of=teacher_of, decisions=decisions, kd_rows=kd_rows)

@@ -51,6 +51,13 @@ def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: Teache
     return estimate
 
 
+def teacher_engine(rl: RLConf):
+    """(teacher model, the student's tokenizer) -> the engine a teacher draws its own samples with
+    (opd.teacher_samples), as online_estimator's: HF generate on the teacher's copy."""
+    from ..policy.engines import HFEngine
+    return lambda model, tokenizer: HFEngine(model, tokenizer, generation=rl.generation)
+
+
 def log_decisions(out: Path, step: int, batch) -> None:
     with open(out / "decisions.jsonl", "a") as f:
         for d in batch.decisions:
@@ -63,6 +70,9 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
     """Distil the pool's teachers into `student` on its own samples, task by task where a teacher wins
     (by more than opd.margin on opd.gate's metric; opd.routing's rule); teachers without a reward
     table are estimated online (pool.online_samples)."""
+    if opd.teacher_samples < 0 or opd.kd_coef < 0:
+        raise ValueError(f"consolidation.teacher_samples={opd.teacher_samples} and consolidation.kd_coef={opd.kd_coef} "
+                         "must be >= 0 (teacher_samples=0: on-policy distillation only)")
     teachers = list(pool.teachers)
     check_teachers(teachers)
     check_student(student, teachers)
@@ -81,7 +91,8 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
     collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
                                 routing=str(opd.routing), gate=gate,
                                 micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk,
-                                pack_sequences=(trainer or TrainerConf()).pack_sequences)
+                                pack_sequences=(trainer or TrainerConf()).pack_sequences,
+                                teacher_samples=opd.teacher_samples, make_engine=teacher_engine(rl))
     module = functools.partial(OPDModule, opd=opd, teachers=models)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student),
                                          "student_choice": opd.student, "routing": str(opd.routing), "gate": gate,

@@ -1,0 +1,138 @@
+"""opd.teacher_samples: the routed teachers' own better answers as sequence-level KD targets, beside
+the on-policy term (hand values, a real tiny run)."""
+import json
+import shutil
+
+import pytest
+import torch
+
+from chorus.config.modes import GateMetric
+from chorus.config.schema import ConsolidationConf, TeacherPoolConf
+from chorus.opd.losses import pg_advantages, sequence_kd
+from chorus.opd.teachers import Teacher
+from chorus.rl.losses import clipped_pg_loss
+from helpers import context, lines, rl_settings, weights
+
+
+def test_sequence_kd_is_the_teacher_tokens_nll_over_the_steps_normaliser():
+    logp = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -0.25, -4.0]])
+    mask = torch.tensor([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    # (2 + 3 + 0.5 + 0.25) / 4, the masked tokens left out
+    assert float(sequence_kd(logp, mask, 4.0)) == pytest.approx(5.75 / 4)
+    assert float(sequence_kd(logp, torch.zeros_like(mask), 4.0)) == 0.0
+
+
+def test_micro_loss_gives_student_rows_the_on_policy_term_and_teacher_rows_their_nll(tiny_xs):
+    """Row 0 is the student's sample (pg advantage from the teacher's log-probs), row 1 a teacher's own
+    sample: the loss is the pg loss over row 0 plus kd_coef x row 1's NLL, one normaliser; the
+    teacher's log-probs stored for row 1 do not matter (a KD row is never scored by the teacher)."""
+    from chorus.opd.module import OPDModule
+    from chorus.opd.rollouts import OPDBatch
+    from chorus.policy.models import load_model
+    from chorus.rl.algos import OPD_ALGO
+    from chorus.rl.logprobs import forward_logprobs
+    from chorus.rl.module import Hooks
+
+    student, _ = load_model("hf", path=str(tiny_xs))
+    torch.manual_seed(0)
+    ids = torch.randint(5, 200, (2, 6))
+    attn, mask = torch.ones_like(ids), torch.zeros(2, 6)
+    mask[:, 3:] = 1.0
+    t_logp = torch.full((2, 6), -3.0)
+    module = OPDModule(student, OPD_ALGO, rl_settings(temperature=1.0), Hooks(rollout=lambda step: None), {},
+                       opd=ConsolidationConf(name="opd", kd_coef=0.5))
+    fwd = forward_logprobs(student, ids, attn, mask, 1.0)
+    old = fwd.logp.detach()
+    results = []
+    for other in (-3.0, 9.0):  # row 1's stored teacher log-probs: ignored
+        t = t_logp.clone()
+        t[1] = other
+        batch = OPDBatch(ids, attn, mask, old, torch.zeros(2), rows=[{}, {}], teacher_logprobs=t,
+                         teacher_of=["a", "a"], kd_rows=torch.tensor([False, True]))
+        loss, _ = module.micro_loss(batch, slice(0, 2), ids, attn, mask, fwd, 6.0)
+        results.append(float(loss.detach()))
+    only0 = mask.clone()
+    only0[1] = 0
+    pg, _ = clipped_pg_loss(fwd.logp, old, pg_advantages(fwd.logp, t_logp) * only0, only0, OPD_ALGO.eps_low,
+                            OPD_ALGO.eps_high, "token_mean", 6.0)
+    nll = -float((fwd.logp[1] * mask[1]).sum()) / 6.0
+    assert results[0] == pytest.approx(float(pg) + 0.5 * nll, rel=1e-5) and results[1] == results[0]
+    # by hand at ratio 1: pg = -sum(adv) / 6 over row 0's three tokens, adv = t_logp - logp
+    assert float(pg) == pytest.approx(-float(((-3.0 - old[0]) * mask[0]).sum()) / 6.0, rel=1e-5)
+
+
+def _table(root, name, tasks, overall):  # an evaluation table in which the teacher passes every task
+    (root / f"{name}_eval").mkdir()
+    (root / f"{name}_eval/per_task.jsonl").write_text("".join(
+        json.dumps({"task_id": t.id, "status": "ok", "overall": overall, "passed": True}) + "\n" for t in tasks))
+    return str(root / f"{name}_eval")
+
+
+class ScriptedTeacher:
+    """A teacher's engine that answers each task's prompt with its design's strong program (which
+    reaches the target) on even samples and an unfenced sentence on odd ones: what the keep rule
+    must tell apart. Token ids are the real tokenizer's, so the student's update reads real rows."""
+    streams_groups = False
+
+    def __init__(self, tok, tasks):
+        self.tok, self.tasks, self.calls = tok, tasks, 0
+
+    def generate(self, prompts, n=1, params=None):
+        from chorus.policy.engines import Generation
+
+        self.calls += 1
+        out = []
+        for p in prompts:
+            task = max((t for t in self.tasks if t.top in p), key=lambda t: len(t.top))
+            texts = [f"filename: stimulus.vec\n```vectors\n{task.meta['programs']['strong']}```\n", "no idea"]
+            group = []
+            for i in range(n):
+                ids = self.tok(texts[i % 2], add_special_tokens=False)["input_ids"]
+                group.append(Generation(texts[i % 2], ids, [-0.5] * len(ids), "stop"))
+            out.append(group)
+        return out
+
+
+def test_a_tiny_run_trains_on_the_routed_teachers_passing_samples(sft_xs, tiny_xs, rl_tasks, eval_tasks, sim,
+                                                                  tmp_path, monkeypatch):
+    """The untrained student (it passes nothing), one teacher whose table passes every task: each
+    routed task gets 4 teacher samples, 2 passing and 2 not; the passing ones join the batch
+    (rollouts.jsonl marks them kd_target, scored by the real simulator), and nothing else does; the
+    teacher scores only the student's rows."""
+    import chorus.opd.run as opd_run
+
+    engines = []
+
+    def scripted(rl):
+        def make(model, tok):
+            engines.append(ScriptedTeacher(tok, rl_tasks))
+            return engines[-1]
+        return make
+
+    monkeypatch.setattr(opd_run, "teacher_engine", scripted)
+    shutil.copytree(sft_xs, tmp_path / "teacher")
+    pool = TeacherPoolConf(teachers=[Teacher("t", str(tmp_path / "teacher"), "table",
+                                             _table(tmp_path, "t", rl_tasks, 100.0))])
+    opd = ConsolidationConf(name="opd", gate=GateMetric.pass_rate, teacher_samples=4)
+    opd_run.train_opd(str(tiny_xs), pool, rl_tasks, eval_tasks[:1], context(tmp_path / "run", sim), opd=opd,
+                      rl=rl_settings(steps=1, prompts_per_step=2, group_size=2))
+    step = lines(tmp_path / "run/steps.jsonl")[0]
+    routed = {d["task_id"] for d in lines(tmp_path / "run/decisions.jsonl") if d["teacher"]}
+    rows = lines(tmp_path / "run/rollouts.jsonl")
+    kd = [r for r in rows if r.get("kd_target")]
+    assert len(routed) == 2 and len(engines) == 1 and step["kd_drawn"] == 8
+    assert step["kd_kept"] == len(kd) == 4 and step["kd_tasks"] == 2
+    assert all(r["passed"] and r["teacher"] == "t" for r in kd) and {r["task_id"] for r in kd} == routed
+    assert [r.get("kd_target", False) for r in rows] == [False] * 4 + [True] * 4  # the student's rows first
+    assert step["samples_trained"] == 8 and step["pass_rate"] == 0.0  # the student's own pass rate
+    before, after = weights(tiny_xs), weights(tmp_path / "run/hf")
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_negative_teacher_samples_are_refused_in_one_line(tiny_xs, rl_tasks, sim, tmp_path):
+    from chorus.opd.run import train_opd
+
+    with pytest.raises(ValueError, match="teacher_samples=-1 .* must be >= 0") as err:
+        train_opd(str(tiny_xs), TeacherPoolConf(teachers=[]), rl_tasks, [], context(tmp_path, sim),
+                  opd=ConsolidationConf(name="opd", teacher_samples=-1), rl=rl_settings())
+    assert "\n" not in str(err.value)
