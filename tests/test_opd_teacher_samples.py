@@ -136,3 +136,56 @@ def test_negative_teacher_samples_are_refused_in_one_line(tiny_xs, rl_tasks, sim
         train_opd(str(tiny_xs), TeacherPoolConf(teachers=[]), rl_tasks, [], context(tmp_path, sim),
                   opd=ConsolidationConf(name="opd", teacher_samples=-1), rl=rl_settings())
     assert "\n" not in str(err.value)
+
+
+def test_unrouted_tasks_take_dapos_group_advantage_with_its_overlong_penalty():
+    from chorus.opd.rollouts import own_advantages
+    from chorus.rl.algos import get_algo
+
+    class Gen:
+        def __init__(self, n):
+            self.token_ids = [1] * n
+
+    dapo = get_algo("dapo")  # overlong buffer 64: the last 64 tokens before 192 cost up to 1 point
+    group = [{"reward": 1.0, "gen": Gen(100)}, {"reward": 1.0, "gen": Gen(160)}, {"reward": None, "gen": Gen(10)}]
+    # 160 tokens: (160 - 128) / 64 = 0.5 into the buffer, penalty -0.5; rewards 1.0 and 0.5, mean 0.75, std 0.25
+    got = own_advantages(group, dapo, 192)
+    assert got[0] == pytest.approx(0.25 / (0.25 + 1e-6)) and got[1] == pytest.approx(-0.25 / (0.25 + 1e-6))
+    assert got[2] == 0.0  # a harness error: no advantage
+
+
+def test_micro_loss_gives_unrouted_rows_their_group_advantage(tiny_xs):
+    from chorus.opd.module import OPDModule
+    from chorus.opd.rollouts import OPDBatch
+    from chorus.policy.models import load_model
+    from chorus.rl.algos import OPD_ALGO
+    from chorus.rl.logprobs import forward_logprobs
+    from chorus.rl.module import Hooks
+
+    student, _ = load_model("hf", path=str(tiny_xs))
+    torch.manual_seed(1)
+    ids = torch.randint(5, 200, (2, 6))
+    attn, mask = torch.ones_like(ids), torch.zeros(2, 6)
+    mask[:, 2:] = 1.0
+    module = OPDModule(student, OPD_ALGO, rl_settings(temperature=1.0), Hooks(rollout=lambda step: None), {},
+                       opd=ConsolidationConf(name="opd"))
+    fwd = forward_logprobs(student, ids, attn, mask, 1.0)
+    old = fwd.logp.detach()
+    t_logp = torch.full((2, 6), -2.0)
+    batch = OPDBatch(ids, attn, mask, old, torch.tensor([0.0, 0.75]), rows=[{}, {}], teacher_logprobs=t_logp,
+                     teacher_of=["a", None], kd_rows=torch.tensor([False, False]), rl_rows=torch.tensor([False, True]))
+    loss, st = module.micro_loss(batch, slice(0, 2), ids, attn, mask, fwd, 8.0)
+    # at ratio 1 the clipped loss is -sum(adv) / normaliser: row 0's teacher log-ratio, row 1's 0.75 per token
+    want = -(float(((-2.0 - old[0]) * mask[0]).sum()) + 0.75 * 4) / 8.0
+    assert float(loss.detach()) == pytest.approx(want, rel=1e-5)
+    assert st["kl_sum"] == pytest.approx(float(((old[0] + 2.0) * mask[0]).sum()), rel=1e-5)  # row 0 only
+
+
+def test_unrouted_rl_with_direct_mode_is_refused_in_one_line(tiny_xs, rl_tasks, sim, tmp_path):
+    from chorus.config.modes import OPDMode, Unrouted
+    from chorus.opd.run import train_opd
+
+    with pytest.raises(ValueError, match="unrouted=rl .* use consolidation.mode=pg") as err:
+        train_opd(str(tiny_xs), TeacherPoolConf(teachers=[]), rl_tasks, [], context(tmp_path, sim),
+                  opd=ConsolidationConf(name="opd", mode=OPDMode.direct, unrouted=Unrouted.rl), rl=rl_settings())
+    assert "\n" not in str(err.value)

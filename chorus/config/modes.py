@@ -73,6 +73,12 @@ class GateMetric(Choice):
     reward = enum.auto()  # rl.reward: coverage with its penalties and bonus
 
 
+class Unrouted(Choice):
+    """consolidation.unrouted (opd): what a task no teacher beats the student on trains."""
+    skip = enum.auto()  # CHORUS: nothing (the task is skipped)
+    rl = enum.auto()  # the student's own samples under DAPO's group advantage, as the own-teacher control
+
+
 class TeacherSource(Choice):
     """teacher_pool.teachers[].source: where a teacher's per-task rewards come from."""
     online = enum.auto()  # K teacher samples per task, estimated once and cached in the run dir

@@ -15,7 +15,8 @@ from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
 from .modes import AgenticStop, Difficulty, Divergence, Engine, GateMetric, GenerationMode, InferenceCopyMode, \
-    Launcher, LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routing, SFTKind, Split, TeacherSource
+    Launcher, LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routing, SFTKind, Split, TeacherSource, \
+    Unrouted
 from ..sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -339,6 +340,9 @@ class ConsolidationConf:
     # opd: what the gate compares: pass_rate (the study's metric) | reward (rl.reward's coverage reward)
     gate: GateMetric = GateMetric.pass_rate
     margin: float = 0.0  # opd: a teacher must beat the student on the gate's metric by more than this
+    # opd: a task no teacher beats the student on: skip (CHORUS) | rl (its samples train under DAPO's
+    # group advantage and overlong penalty, as the own-teacher control trains every task)
+    unrouted: Unrouted = Unrouted.skip
     mode: OPDMode = OPDMode.pg  # opd
     divergence: Divergence = Divergence.reverse_kl  # opd mode=direct
     beta: float = 0.5  # opd direct jsd

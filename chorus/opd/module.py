@@ -50,9 +50,13 @@ class OPDModule(RLModule):
     def _on_policy_loss(self, b, sl: slice, ids, attn, mask, fwd, normalizer: float, kd: list[bool]):
         logp = fwd.logp
         t_logp = b.teacher_logprobs[sl, :ids.size(1)].to(self.device)
-        stats = {"kl_sum": float(((logp.detach() - t_logp) * mask).sum())}
+        own = (b.rl_rows[sl] if b.rl_rows is not None else torch.zeros(ids.size(0), dtype=torch.bool)).to(self.device)
+        distilled = mask * (~own)[:, None].to(mask.dtype)  # the rows a teacher scored
+        stats = {"kl_sum": float(((logp.detach() - t_logp) * distilled).sum())}
         if self.mode == "pg":
-            adv = pg_advantages(logp, t_logp) * mask
+            # unrouted tasks' rows (consolidation.unrouted=rl) take their group advantage, as in DAPO
+            adv = torch.where(own[:, None], b.advantages[sl].to(self.device, logp.dtype)[:, None],
+                              pg_advantages(logp, t_logp)) * mask
             old = b.old_logprobs[sl, :ids.size(1)].to(self.device)
             loss, st = clipped_pg_loss(logp, old, adv, mask, self.algo.eps_low, self.algo.eps_high, "token_mean",
                                        normalizer, is_weights=self._tis(b, sl, mask))

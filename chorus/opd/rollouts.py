@@ -12,6 +12,9 @@ import torch
 from ..config.schema import TrainerConf
 from ..policy.models import load_model
 from ..rl.logprobs import forward_logprobs
+from ..rl.advantages import ADVANTAGES
+from ..rl.algos import RLAlgo
+from ..rl.rewards import overlong_penalty
 from ..rl.rollouts import RolloutBatch, RolloutSpec, pad_sequences, sample_groups, sample_stats
 from .routing import ROUTINGS
 from .teacher_samples import teacher_targets
@@ -24,6 +27,7 @@ class OPDBatch(RolloutBatch):
     teacher_of: list[str] = field(default_factory=list)  # per sequence
     decisions: list[dict] = field(default_factory=list)  # per task: route, reason, rewards
     kd_rows: torch.Tensor | None = None  # [B] bool: a teacher's own sample (a KD target), not the student's
+    rl_rows: torch.Tensor | None = None  # [B] bool: the student's sample of an unrouted task (own advantage)
 
 
 class TeacherModels:
@@ -64,12 +68,14 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
                 teachers: TeacherModels, order: list[str], margin: float = 0.0, seed: int = 0,
                 micro_batch: int = 8, logit_chunk: int = 1024, routing: str = "gated", gate: str = "reward",
                 pack_sequences: bool | None = TrainerConf.pack_sequences, after_generation=lambda: None,
-                teacher_samples: int = 0, make_engine=None) -> OPDBatch:
+                teacher_samples: int = 0, make_engine=None, unrouted: RLAlgo | None = None) -> OPDBatch:
     """The student's samples, then `after_generation()` (a vLLM engine sleeps: the teachers that
     estimate rewards online and score the samples get its memory), then the routing (ROUTINGS[routing],
     teacher and student compared on `gate`, the teachers' values from `rewards`) and scoring. With
     `teacher_samples` > 0, each routed teacher's own better answers (`make_engine(model, tokenizer)`
-    draws them) join the batch after the student's rows as KD targets (kd_rows; teacher_samples.py)."""
+    draws them) join the batch after the student's rows as KD targets (kd_rows; teacher_samples.py).
+    With `unrouted` (consolidation.unrouted=rl: DAPO), a task routed to no teacher trains on the
+    student's own samples under that algorithm's group advantage and overlong penalty (rl_rows)."""
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
     after_generation()
@@ -84,6 +90,11 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
                           "teacher_reward": r.teacher_reward, "student_reward": student,
                           "teacher_rewards": teacher_r[task.id]})
         if r.teacher is None:
+            if unrouted is not None:
+                for s, a in zip(grp, own_advantages(grp, unrouted, spec.params.max_new_tokens)):
+                    seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, a))
+                    rows.append({**s["row"], "teacher": None, "advantage": a})
+                    teacher_of.append(None)
             continue
         for s in grp:
             seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, 0.0))
@@ -127,7 +138,18 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
              **({"routed_margin_mean": sum(margins) / len(margins)} if margins else {}),
              **{f"route_{n}": sum(d["teacher"] == n for d in decisions) for n in order},
              **{f"kl_{n}": v for n, v in kl.items()}, "samples_trained": len(rows),
-             **(kd_stats if teacher_samples > 0 else {})}
+             **(kd_stats if teacher_samples > 0 else {}),
+             **({"rl_trained": sum(t is None for t in teacher_of)} if unrouted is not None else {})}
     kd_rows = torch.arange(len(seqs)) >= n_student
+    rl_rows = torch.tensor([t is None for t in teacher_of], dtype=torch.bool)
     return OPDBatch(ids, attn, comp, old, adv, rows=rows, stats=stats, teacher_logprobs=t_logp,
-                    teacher_of=teacher_of, decisions=decisions, kd_rows=kd_rows)
+                    teacher_of=teacher_of, decisions=decisions, kd_rows=kd_rows, rl_rows=rl_rows)
+
+
+def own_advantages(group: list[dict], algo: RLAlgo, max_new_tokens: int) -> list[float]:
+    """An unrouted task's samples' advantages as `algo` computes them for the own-teacher control:
+    its overlong penalty added to each reward, then its group advantage."""
+    rewards = [None if s["reward"] is None else
+               s["reward"] + (overlong_penalty(len(s["gen"].token_ids), max_new_tokens, algo.overlong_buffer)
+                              if algo.overlong_buffer else 0.0) for s in group]
+    return ADVANTAGES[algo.advantage](rewards)

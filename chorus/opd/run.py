@@ -11,7 +11,7 @@ from ..config.schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerC
 from ..config.job_context import JobContext
 from ..policy.engines import SamplingParams
 from ..policy.models import load_tokenizer
-from ..rl.algos import OPD_ALGO
+from ..rl.algos import OPD_ALGO, get_algo
 from ..rl.run import Objective, train_rl
 from ..trainer_setup import eval_device
 from .module import OPDModule
@@ -73,6 +73,9 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
     if opd.teacher_samples < 0 or opd.kd_coef < 0:
         raise ValueError(f"consolidation.teacher_samples={opd.teacher_samples} and consolidation.kd_coef={opd.kd_coef} "
                          "must be >= 0 (teacher_samples=0: on-policy distillation only)")
+    if opd.unrouted == "rl" and opd.mode != "pg":
+        raise ValueError("consolidation.unrouted=rl trains unrouted tasks by policy gradient beside mode=pg's "
+                         "distillation; use consolidation.mode=pg or consolidation.unrouted=skip")
     teachers = list(pool.teachers)
     check_teachers(teachers)
     check_student(student, teachers)
@@ -92,7 +95,8 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                                 routing=str(opd.routing), gate=gate,
                                 micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk,
                                 pack_sequences=(trainer or TrainerConf()).pack_sequences,
-                                teacher_samples=opd.teacher_samples, make_engine=teacher_engine(rl))
+                                teacher_samples=opd.teacher_samples, make_engine=teacher_engine(rl),
+                                unrouted=get_algo("dapo") if opd.unrouted == "rl" else None)
     module = functools.partial(OPDModule, opd=opd, teachers=models)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student),
                                          "student_choice": opd.student, "routing": str(opd.routing), "gate": gate,
