@@ -90,8 +90,9 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
                           "teacher_reward": r.teacher_reward, "student_reward": student,
                           "teacher_rewards": teacher_r[task.id]})
         if r.teacher is None:
-            if unrouted is not None:
-                for s, a in zip(grp, own_advantages(grp, unrouted, spec.params.max_new_tokens)):
+            own = own_advantages(grp, unrouted, spec.params.max_new_tokens) if unrouted is not None else []
+            if any(own):  # a group without signal is dropped, as DAPO's dynamic sampling drops it
+                for s, a in zip(grp, own):
                     seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, a))
                     rows.append({**s["row"], "teacher": None, "advantage": a})
                     teacher_of.append(None)
