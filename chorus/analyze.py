@@ -79,16 +79,16 @@ def study(c: dict) -> None:
     from .analysis.study_verdict import analyse, markdown, write
 
     try:
-        seed_dirs = list(c["study"])
+        seed_dirs, amended = list(c["study"]), tuple(c["study_amended"])
         if c["study_keep"]:
             kept = [Path(c["study_keep"]) / Path(d).name for d in seed_dirs]
             if len(set(kept)) < len(kept):
                 raise ValueError(f"study_keep: the seed dirs {seed_dirs} share a name; give dirs with distinct names")
             for d, dest in zip(seed_dirs, kept):
-                print(f"kept {len(keep_evidence(d, dest))} files of {d} in {dest}")
+                print(f"kept {len(keep_evidence(d, dest, amended))} files of {d} in {dest}")
             seed_dirs = [str(k) for k in kept]
         result = analyse(seed_dirs, alpha=c["alpha"], seed=c["seed"], n_boot=c["bootstrap"],
-                         pass_coverage=c["pass_coverage"])
+                         pass_coverage=c["pass_coverage"], amended=amended)
         path = write(result, c["out"] or HydraConfig.get().runtime.output_dir)
     except (ValueError, OSError) as exc:
         print(f"chorus.analyze: error: {str(exc).splitlines()[0]}", file=sys.stderr)

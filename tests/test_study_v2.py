@@ -176,6 +176,29 @@ def test_runs_of_two_revisions_are_refused_in_one_line(small_study, tmp_path):
     assert "mixed git revisions" in line and "stage0-r0: " + REVISION in line and "stage2-r1: fedcba" in line
 
 
+def test_an_amended_role_may_come_from_another_revision_and_the_study_says_so(tmp_path):
+    """study_amended=[families_opd]: that run alone may carry another revision (a pre-registered
+    amendment re-ran it); study.json and study.md name it with its revision per seed. Any other
+    run at another revision is still refused, and an amended role a seed does not run is refused."""
+    rng = np.random.default_rng(6)
+    seeds = [write_seed(tmp_path / "study" / f"seed{k}", rng.uniform(0.2, 0.8, (12, 9)), rng, samples=2, seed=k,
+                        families=rng.uniform(0.2, 0.8, (12, 3)), families_opd=rng.uniform(0.2, 0.8, 12))
+             for k in range(3)]
+    for d in seeds:
+        set_summary(d / "consolidation/opd/families", git_revision="abcdef1")
+    assert "mixed git revisions" in refused(seeds, tmp_path)  # without the amendment: refused as before
+    res = run_study(seeds, tmp_path / "out", "bootstrap=100", "study_amended=[families_opd]", cwd=tmp_path)
+    assert res["revision"] == REVISION
+    assert res["amended"] == {f"seed{k}": {"families_opd": "abcdef1"} for k in range(3)}
+    assert "Amended (re-run at another revision, pre-registered): families_opd at `abcdef1`." in \
+        (tmp_path / "out/study.md").read_text()
+    set_summary(seeds[1] / "rl/dapo/stage2-r1", git_revision="fedcba")  # not amended: still refused
+    p = analyze(f"study=[{','.join(map(str, seeds))}]", "study_amended=[families_opd]", cwd=tmp_path)
+    assert p.returncode == 2 and "mixed git revisions" in p.stderr and "stage2-r1: fedcba" in p.stderr
+    p = analyze(f"study=[{','.join(map(str, seeds))}]", "study_amended=[families/random]", cwd=tmp_path)
+    assert p.returncode == 2 and "study_amended names ['families/random'], which this seed does not run" in p.stderr
+
+
 def test_seeds_on_two_machine_kinds_are_refused_in_one_line(small_study, tmp_path):
     for run in (small_study[2] / "rl/dapo").iterdir():
         set_summary(run, machine="gpu-other")

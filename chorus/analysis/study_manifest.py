@@ -48,6 +48,15 @@ class Manifest:
     summaries: dict[Path, dict] = field(default_factory=dict)
     # "<staged|families>/<own_teacher|random|no_gate|soup>" -> the run: what an OPD run is compared with
     opd_controls: dict[str, Path] = field(default_factory=dict)
+    # role -> its run's revision, for the roles an amendment re-ran at another revision (read_manifest)
+    amended: dict[str, str] = field(default_factory=dict)
+
+    def role(self, name: str) -> Path | None:
+        """The run of an amendable role: families_opd, a consolidation (opd, soup ...) or an OPD control
+        (families/random ...)."""
+        if name == "families_opd":
+            return self.families_opd
+        return self.consolidations.get(name) or self.opd_controls.get(name)
 
     def runs(self) -> list[Path]:
         named = [d for ds in self.experts.values() for d in ds] + list(self.consolidations.values())
@@ -92,10 +101,12 @@ def find_seed_dirs(pattern: str) -> list[str]:
     return found
 
 
-def read_manifest(seed_dir: str | Path) -> Manifest:
+def read_manifest(seed_dir: str | Path, amended: tuple[str, ...] = ()) -> Manifest:
     """The seed dir's controls.json, its run dirs resolved against the seed dir and every run's
     summary read; ValueError (one line) for a missing file or run, a run without results, or runs
-    of mixed revisions or machine kinds."""
+    of mixed revisions or machine kinds. `amended`: roles (Manifest.role) a pre-registered amendment
+    re-ran at another revision; their runs are left out of the revision check (not the machine
+    check) and their revisions kept in `Manifest.amended`, so the study says so."""
     root = Path(seed_dir)
     path = root / MANIFEST
     try:
@@ -149,7 +160,13 @@ def read_manifest(seed_dir: str | Path) -> Manifest:
         raise ValueError(f"{path}: run {twice} is named twice among the experts; each expert is its own run")
     for run in m.runs():
         m.summaries[run] = read_summary(run, path)
-    check_uniform(m.summaries, path)
+    roles = {name: m.role(name) for name in amended}
+    if any(run is None for run in roles.values()):
+        raise ValueError(f"{path}: study_amended names {[n for n, r in roles.items() if r is None]}, which this "
+                         "seed does not run; use families_opd, a consolidation (opd, soup ...) or an OPD control")
+    m.amended = {name: m.summaries[run].get("git_revision") or "unknown" for name, run in roles.items()}
+    check_uniform({r: sm for r, sm in m.summaries.items() if r not in roles.values()}, path)
+    check_uniform(m.summaries, path, keys=("machine kind",))
     return m
 
 
@@ -164,9 +181,11 @@ def read_summary(run: Path, manifest: Path) -> dict:
         raise ValueError(f"{manifest}: run {run}: {SUMMARY}: {str(exc).splitlines()[0]}") from None
 
 
-def check_uniform(summaries: dict[Path, dict], where) -> None:
-    """Refuse runs made at different git revisions or on different machine kinds."""
+def check_uniform(summaries: dict[Path, dict], where, keys=("git revision", "machine kind")) -> None:
+    """Refuse runs made at different git revisions or on different machine kinds (`keys`: which)."""
     for key, read in (("git revision", lambda s: s.get("git_revision") or "unknown"), ("machine kind", machine_of)):
+        if key not in keys:
+            continue
         values: dict[str, Path] = {}
         for run, s in summaries.items():
             values.setdefault(read(s), run)
@@ -205,14 +224,14 @@ def write_manifest(runs_dir: str | Path, experts: dict[str, list[Path]], consoli
     return path
 
 
-def keep_evidence(seed_dir: str | Path, dest: str | Path) -> list[Path]:
+def keep_evidence(seed_dir: str | Path, dest: str | Path, amended: tuple[str, ...] = ()) -> list[Path]:
     """Copy what the study reads from one seed's dir into dest: the manifest and, for each run it
     names, summary.json and the per-task table (no checkpoints, no samples' text: a few hundred KB
     a seed, small enough to commit). The copy is checked as the original is (read_manifest), and
     `analyze study=[dest,...]` gives the same numbers. Returns the files written."""
     import shutil
 
-    m = read_manifest(seed_dir)
+    m = read_manifest(seed_dir, amended)
     root, dest = m.root.resolve(), Path(dest)
     rel = {}
     for run in m.runs():
@@ -231,7 +250,7 @@ def keep_evidence(seed_dir: str | Path, dest: str | Path) -> list[Path]:
     raw = json.loads((dest / MANIFEST).read_text())
     if any(Path(d).is_absolute() for d in _named(raw)):
         raise ValueError(f"{m.root / MANIFEST} names runs by absolute paths; write them relative to the seed dir")
-    read_manifest(dest)
+    read_manifest(dest, amended)
     return [*written, dest / MANIFEST]
 
 

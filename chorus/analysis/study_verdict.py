@@ -38,14 +38,16 @@ def load_seed(m: Manifest, pass_coverage: float | None = None):
 
 
 def analyse(seed_dirs: list[str], alpha: float = 0.05, seed: int = 0, n_boot: int = 500,
-            pass_coverage: float | None = None) -> dict:
-    """Every seed's rows and the pooled ones, tests and verdict, as study.json holds them."""
+            pass_coverage: float | None = None, amended: tuple[str, ...] = ()) -> dict:
+    """Every seed's rows and the pooled ones, tests and verdict, as study.json holds them. `amended`:
+    the roles a pre-registered amendment re-ran at another revision (read_manifest); study.json
+    names them and their revisions."""
     if not seed_dirs:
         raise ValueError("study=[...] needs at least one seed dir")
     names = [Path(d).name for d in seed_dirs]
     if len(set(names)) < len(names):
         raise ValueError(f"study: seed dirs {list(seed_dirs)} share a name; give dirs with distinct names")
-    manifests = [read_manifest(d) for d in seed_dirs]
+    manifests = [read_manifest(d, tuple(amended)) for d in seed_dirs]
     check_study(manifests)
     seeds = []
     for i, m in enumerate(manifests):
@@ -65,7 +67,8 @@ def analyse(seed_dirs: list[str], alpha: float = 0.05, seed: int = 0, n_boot: in
     return {"design": manifests[0].design, "revision": manifests[0].revision, "machine": manifests[0].machine,
             "seeds": names, "n_tasks": {n: s["n_tasks"] for n, s in zip(names, seeds)},
             "experts": {n: s["experts"] for n, s in zip(names, seeds)}, "rows": rows, "tests": tests,
-            "verdict": pooled["verdict"], "comparisons": counted(rows), "notes": notes}
+            "verdict": pooled["verdict"], "comparisons": counted(rows), "notes": notes,
+            **({"amended": {n: m.amended for n, m in zip(names, manifests)}} if amended else {})}
 
 
 def pattern_matrix(seed_dir: str | Path, pass_coverage: float | None = None) -> tuple[pd.DataFrame, list[str]]:
@@ -112,13 +115,20 @@ def _ci(r: dict, unit: str = "") -> str:
     return f"{r['estimate']:+.1f} [{r['lo']:+.1f}, {r['hi']:+.1f}]{unit}"
 
 
+def _amended(result: dict) -> list[str]:
+    """The line naming the runs an amendment re-ran at another revision (none: no line)."""
+    runs = sorted({f"{role} at `{rev}`" for by_role in result.get("amended", {}).values()
+                   for role, rev in by_role.items()})
+    return [f"Amended (re-run at another revision, pre-registered): {', '.join(runs)}."] if runs else []
+
+
 def markdown(result: dict) -> str:
     """The study table (every row per seed and pooled) and the verdict with what it rests on."""
     names = result["seeds"]
     lines = [f"Study design {result['design']}, {len(names)} seeds, git `{result['revision']}`, machine "
              f"`{result['machine']}`; tasks per seed: {', '.join(str(result['n_tasks'][n]) for n in names)}. "
              "Pass@1 points (pattern_difference: points^2); 95 % intervals (premise: 90 %); pooled: random "
-             "effects, Hartung-Knapp interval.", "",
+             "effects, Hartung-Knapp interval.", *_amended(result), "",
              "| row | " + " | ".join(names) + " | pooled | I^2 |", "|---|" + "---|" * (len(names) + 2)]
     for name, r in result["rows"].items():
         cells = [_ci(r["per_seed"][n]) if n in r["per_seed"] else "-" for n in names]

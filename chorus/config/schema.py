@@ -445,6 +445,9 @@ class AnalyzeConf:
     # with study: first copy each seed's evidence (controls.json, each run's summary and per-task
     # table) to <study_keep>/<seed dir's name>, and read the verdict from those copies
     study_keep: Optional[str] = None
+    # with study: roles a pre-registered amendment re-ran at another revision (families_opd, opd,
+    # families/random ...): left out of the one-revision check, named in study.json and study.md
+    study_amended: List[str] = field(default_factory=list)
     # an RL run dir trained with rl.eval_every=N: its learning curve on its held-out split and the RL
     # length chosen from it (chorus.analysis.learning_curve), printed and written to out/curve.{json,png}
     curve: Optional[str] = None
