@@ -405,3 +405,14 @@ def test_the_kept_v2_verdict_is_what_its_kept_seeds_give():
     v = _recomputed_equals_kept(REPO / "analysis/studies/v2")["verdict"]
     assert (v["premise"], v["primary"], v["staged_complementary"], v["claim"], v["opd_consolidates"]) == \
         (False, True, False, False, False)
+
+
+def test_the_kept_opd_second_design_verdict_is_what_its_kept_seeds_give():
+    """analysis/studies/v2/opd2/verdict/study.json, the README's "OPD's second design" result: the
+    three kept worlds with the positive control's OPD re-run at the amendment's revision (named)."""
+    kept = _recomputed_equals_kept(REPO / "analysis/studies/v2/opd2", amended=("families_opd",))
+    assert kept["amended"] == {f"seed{k}": {"families_opd": "86ebd508630579e34e466fa2909b762178d50f95"}
+                               for k in range(3)}
+    v = kept["verdict"]
+    assert (v["premise"], v["primary"], v["staged_complementary"], v["claim"], v["opd_consolidates"]) == \
+        (False, True, False, False, False)
