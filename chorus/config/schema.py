@@ -349,7 +349,7 @@ class ConsolidationConf:
     teachers_in_memory: bool = True  # opd: false loads one teacher at a time (mode=pg)
     # opd: per routed task, the routed teacher draws this many samples of its own (rl.temperature); those
     # beating the student's mean on the gate's metric join the step as sequence-level KD targets (their
-    # NLL under the student, weight kd_coef, one normaliser with the on-policy term). 0 = on-policy only
+    # NLL under the student, weight kd_coef; after the student's rows, so the last mini-batches). 0 = off
     teacher_samples: int = 0
     kd_coef: float = 1.0  # opd with teacher_samples > 0
 
