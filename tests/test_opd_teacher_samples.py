@@ -173,7 +173,7 @@ def test_micro_loss_gives_unrouted_rows_their_group_advantage(tiny_xs):
     old = fwd.logp.detach()
     t_logp = torch.full((2, 6), -2.0)
     batch = OPDBatch(ids, attn, mask, old, torch.tensor([0.0, 0.75]), rows=[{}, {}], teacher_logprobs=t_logp,
-                     teacher_of=["a", None], kd_rows=torch.tensor([False, False]), rl_rows=torch.tensor([False, True]))
+                     teacher_of=["a", None], kd_rows=torch.tensor([False, False]))
     loss, st = module.micro_loss(batch, slice(0, 2), ids, attn, mask, fwd, 8.0)
     # at ratio 1 the clipped loss is -sum(adv) / normaliser: row 0's teacher log-ratio, row 1's 0.75 per token
     want = -(float(((-2.0 - old[0]) * mask[0]).sum()) + 0.75 * 4) / 8.0

@@ -165,7 +165,7 @@ def read_manifest(seed_dir: str | Path, amended: tuple[str, ...] = ()) -> Manife
         raise ValueError(f"{path}: study_amended names {[n for n, r in roles.items() if r is None]}, which this "
                          "seed does not run; use families_opd, a consolidation (opd, soup ...) or an OPD control")
     m.amended = {name: m.summaries[run].get("git_revision") or "unknown" for name, run in roles.items()}
-    check_uniform({r: sm for r, sm in m.summaries.items() if r not in roles.values()}, path)
+    check_uniform({r: sm for r, sm in m.summaries.items() if r not in roles.values()}, path, keys=("git revision",))
     check_uniform(m.summaries, path, keys=("machine kind",))
     return m
 

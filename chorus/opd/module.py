@@ -50,7 +50,8 @@ class OPDModule(RLModule):
     def _on_policy_loss(self, b, sl: slice, ids, attn, mask, fwd, normalizer: float, kd: list[bool]):
         logp = fwd.logp
         t_logp = b.teacher_logprobs[sl, :ids.size(1)].to(self.device)
-        own = (b.rl_rows[sl] if b.rl_rows is not None else torch.zeros(ids.size(0), dtype=torch.bool)).to(self.device)
+        # an unrouted task's own sample (consolidation.unrouted=rl) has no teacher
+        own = torch.tensor([t is None for t in b.teacher_of[sl]], dtype=torch.bool, device=self.device)
         distilled = mask * (~own)[:, None].to(mask.dtype)  # the rows a teacher scored
         stats = {"kl_sum": float(((logp.detach() - t_logp) * distilled).sum())}
         if self.mode == "pg":

@@ -14,7 +14,7 @@ from ..policy.models import load_model
 from ..rl.logprobs import forward_logprobs
 from ..rl.advantages import ADVANTAGES
 from ..rl.algos import RLAlgo
-from ..rl.rewards import overlong_penalty
+from ..rl.rewards import shaped
 from ..rl.rollouts import RolloutBatch, RolloutSpec, pad_sequences, sample_groups, sample_stats
 from .routing import ROUTINGS
 from .teacher_samples import teacher_targets
@@ -24,10 +24,9 @@ from .teachers import Teacher, TeacherRewards, mean_rewards
 @dataclass
 class OPDBatch(RolloutBatch):
     teacher_logprobs: torch.Tensor | None = None  # [B, T] routed teacher's log-prob of each student token
-    teacher_of: list[str] = field(default_factory=list)  # per sequence
+    teacher_of: list[str | None] = field(default_factory=list)  # per sequence; None: an unrouted task's own sample
     decisions: list[dict] = field(default_factory=list)  # per task: route, reason, rewards
     kd_rows: torch.Tensor | None = None  # [B] bool: a teacher's own sample (a KD target), not the student's
-    rl_rows: torch.Tensor | None = None  # [B] bool: the student's sample of an unrouted task (own advantage)
 
 
 class TeacherModels:
@@ -75,13 +74,21 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
     `teacher_samples` > 0, each routed teacher's own better answers (`make_engine(model, tokenizer)`
     draws them) join the batch after the student's rows as KD targets (kd_rows; teacher_samples.py).
     With `unrouted` (consolidation.unrouted=rl: DAPO), a task routed to no teacher trains on the
-    student's own samples under that algorithm's group advantage and overlong penalty (rl_rows)."""
+    student's own samples under that algorithm's group advantage and overlong penalty (teacher_of None)."""
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
     after_generation()
     teacher_r = rewards.for_tasks(tasks)
     decide, rng = ROUTINGS[routing], random.Random(seed)  # random routing: reproducible per step
     decisions, seqs, rows, teacher_of = [], [], [], []
+
+    def add(s: dict, teacher: str | None, advantage: float = 0.0, **row) -> None:
+        """One sequence to train: a sample (the student's or a teacher's), its teacher (None: trained by
+        its own advantage) and its rollouts.jsonl row."""
+        seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, advantage))
+        rows.append({**s["row"], "teacher": teacher, **row})
+        teacher_of.append(teacher)
+
     for grp in groups:
         task = grp[0]["task"]
         student = mean_rewards([s["row"] for s in grp], spec.rewards, gate).get(task.id)
@@ -93,23 +100,17 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
             own = own_advantages(grp, unrouted, spec.params.max_new_tokens) if unrouted is not None else []
             if any(own):  # a group without signal is dropped, as DAPO's dynamic sampling drops it
                 for s, a in zip(grp, own):
-                    seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, a))
-                    rows.append({**s["row"], "teacher": None, "advantage": a})
-                    teacher_of.append(None)
+                    add(s, None, a, advantage=a)
             continue
         for s in grp:
-            seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, 0.0))
-            rows.append({**s["row"], "teacher": r.teacher})
-            teacher_of.append(r.teacher)
+            add(s, r.teacher)
     n_student = len(seqs)
     routed_tasks = [(grp[0]["task"], d["teacher"], d["student_reward"]) for grp, d in zip(groups, decisions)
                     if d["teacher"]]
     kd, kd_stats = teacher_targets(routed_tasks, teachers, lambda model: make_engine(model, tokenizer), tokenizer,
                                    pool, spec, teacher_samples, gate, order, seed)
     for s, name in kd:
-        seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, 0.0))
-        rows.append({**s["row"], "teacher": name, "kd_target": True})
-        teacher_of.append(name)
+        add(s, name, kd_target=True)
     for key in ("generation_s", "simulation_s"):
         timing[key] += kd_stats.pop(key)
     ids, attn, comp, old, adv = pad_sequences(seqs, tokenizer.pad_token_id)
@@ -142,15 +143,12 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
              **(kd_stats if teacher_samples > 0 else {}),
              **({"rl_trained": sum(t is None for t in teacher_of)} if unrouted is not None else {})}
     kd_rows = torch.arange(len(seqs)) >= n_student
-    rl_rows = torch.tensor([t is None for t in teacher_of], dtype=torch.bool)
     return OPDBatch(ids, attn, comp, old, adv, rows=rows, stats=stats, teacher_logprobs=t_logp,
-                    teacher_of=teacher_of, decisions=decisions, kd_rows=kd_rows, rl_rows=rl_rows)
+                    teacher_of=teacher_of, decisions=decisions, kd_rows=kd_rows)
 
 
 def own_advantages(group: list[dict], algo: RLAlgo, max_new_tokens: int) -> list[float]:
     """An unrouted task's samples' advantages as `algo` computes them for the own-teacher control:
     its overlong penalty added to each reward, then its group advantage."""
-    rewards = [None if s["reward"] is None else
-               s["reward"] + (overlong_penalty(len(s["gen"].token_ids), max_new_tokens, algo.overlong_buffer)
-                              if algo.overlong_buffer else 0.0) for s in group]
-    return ADVANTAGES[algo.advantage](rewards)
+    return ADVANTAGES[algo.advantage]([shaped(s["reward"], len(s["gen"].token_ids), max_new_tokens,
+                                              algo.overlong_buffer) for s in group])

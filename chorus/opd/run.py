@@ -28,7 +28,6 @@ def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: Teache
     student's samples: held in memory, or loaded for the estimate and freed after it when teachers
     are loaded one at a time), on its device, never on a copy of its own. (A vLLM engine holds the
     student's weights: it sleeps while teachers run, from the end of the student's sampling.)"""
-    from ..policy.engines import HFEngine
     from ..protocol.direct import run_direct
 
     tokenizers: dict[str, object] = {}  # each teacher's own, as its evaluation would use (no weights)
@@ -40,7 +39,7 @@ def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: Teache
             tokenizers[teacher.name] = load_tokenizer(teacher.checkpoint)
         tok = tokenizers[teacher.name]
         with teachers.use(teacher.name) as model:
-            rows = run_direct(tasks, HFEngine(model, tok, generation=rl.generation), tok, ctx.fmt, samples,
+            rows = run_direct(tasks, teacher_engine(rl)(model, tok), tok, ctx.fmt, samples,
                               SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature,
                                              seed=ctx.seed),
                               ctx.sim, workers=ctx.workers, executor=ctx.executor,
@@ -52,8 +51,8 @@ def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: Teache
 
 
 def teacher_engine(rl: RLConf):
-    """(teacher model, the student's tokenizer) -> the engine a teacher draws its own samples with
-    (opd.teacher_samples), as online_estimator's: HF generate on the teacher's copy."""
+    """(teacher model, a tokenizer) -> the engine a teacher generates with, for its online reward
+    estimate and its own samples (opd.teacher_samples): HF generate on the teacher's copy."""
     from ..policy.engines import HFEngine
     return lambda model, tokenizer: HFEngine(model, tokenizer, generation=rl.generation)
 

@@ -26,6 +26,14 @@ def reward(status: str, overall: float | None, passed: bool, cfg: RewardConfig =
     return r
 
 
+def shaped(value: float | None, length: int, max_length: int, buffer: int) -> float | None:
+    """A sample's reward with the algorithm's overlong penalty added when it sets a buffer (`buffer`
+    0: unshaped); None (a harness error) stays None."""
+    if value is None or not buffer:
+        return value
+    return value + overlong_penalty(length, max_length, buffer)
+
+
 def overlong_penalty(length: int, max_length: int, buffer: int) -> float:
     """DAPO's soft overlong punishment, added to a sample's reward: 0 up to max-buffer, then linear
     down to -1 at max, -1 beyond. Reward shaping, so it lives with the reward (rollouts add it when

@@ -20,7 +20,7 @@ from ..sim import SimConfig
 from ..sim.pool import settled
 from .advantages import ADVANTAGES
 from .algos import RLAlgo
-from .rewards import RewardConfig, overlong_penalty, reward
+from .rewards import RewardConfig, reward, shaped
 from .dynamic_sampling import dynamic_sample, reward_std
 
 
@@ -78,9 +78,8 @@ def sample_groups(tasks, engine, tokenizer, pool, spec: RolloutSpec, seed: int) 
         samples = []
         for g, f in zip(group, futs):
             r = settled(f)  # a dead worker is harness_error for this sample, not an aborted step
-            value = reward(r.status, r.overall, r.passed(t.target), spec.rewards)
-            if value is not None and spec.algo.overlong_buffer:
-                value += overlong_penalty(len(g.token_ids), spec.params.max_new_tokens, spec.algo.overlong_buffer)
+            value = shaped(reward(r.status, r.overall, r.passed(t.target), spec.rewards), len(g.token_ids),
+                           spec.params.max_new_tokens, spec.algo.overlong_buffer)
             s = {"task": t, "prompt_ids": prompt_ids, "gen": g, "result": r, "reward": value}
             s["row"] = _row(s, spec.fmt)
             samples.append(s)
