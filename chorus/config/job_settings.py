@@ -80,7 +80,8 @@ def _opd(c: dict) -> list[str]:
     cons = c["consolidation"]
     uses = [*COMMON, *TEACHERS, "rl", "trainer", "teacher_pool", "consolidation.name", "consolidation.student",
             "consolidation.margin", "consolidation.routing", "consolidation.gate", "consolidation.mode",
-            "consolidation.teachers_in_memory", "consolidation.teacher_samples", "consolidation.unrouted", "ckpt_path"]
+            "consolidation.teachers_in_memory", "consolidation.teacher_samples", "consolidation.unrouted", "consolidation.routed",
+            "ckpt_path"]
     if cons["student"] == "soup":
         uses.append("consolidation.weights")
     if cons["teacher_samples"]:

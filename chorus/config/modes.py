@@ -79,6 +79,13 @@ class Unrouted(Choice):
     rl = enum.auto()  # the student's own samples under DAPO's group advantage, as the own-teacher control
 
 
+class Routed(Choice):
+    """consolidation.routed (opd): what a routed task's own samples train under."""
+    distil = enum.auto()  # CHORUS: the teacher's per-token signal (mode=pg's -(log pi_s - log pi_t))
+    rl = enum.auto()  # DAPO's group advantage, as unrouted=rl; the teacher acts only through teacher_samples
+    both = enum.auto()  # the group advantage plus the teacher's per-token signal
+
+
 class TeacherSource(Choice):
     """teacher_pool.teachers[].source: where a teacher's per-task rewards come from."""
     online = enum.auto()  # K teacher samples per task, estimated once and cached in the run dir

@@ -15,8 +15,8 @@ from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
 from .modes import AgenticStop, Difficulty, Divergence, Engine, GateMetric, GenerationMode, InferenceCopyMode, \
-    Launcher, LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routing, SFTKind, Split, TeacherSource, \
-    Unrouted
+    Launcher, LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routed, Routing, SFTKind, Split, \
+    TeacherSource, Unrouted
 from ..sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -343,6 +343,9 @@ class ConsolidationConf:
     # opd: a task no teacher beats the student on: skip (CHORUS) | rl (its samples train under DAPO's
     # group advantage and overlong penalty, as the own-teacher control trains every task)
     unrouted: Unrouted = Unrouted.skip
+    # opd: a routed task's own samples: distil (CHORUS: the teacher's per-token signal) | rl (DAPO's group
+    # advantage; the teacher acts through teacher_samples only) | both (their sum); rl and both need unrouted=rl
+    routed: Routed = Routed.distil
     mode: OPDMode = OPDMode.pg  # opd
     divergence: Divergence = Divergence.reverse_kl  # opd mode=direct
     beta: float = 0.5  # opd direct jsd

@@ -55,9 +55,10 @@ class OPDModule(RLModule):
         distilled = mask * (~own)[:, None].to(mask.dtype)  # the rows a teacher scored
         stats = {"kl_sum": float(((logp.detach() - t_logp) * distilled).sum())}
         if self.mode == "pg":
-            # unrouted tasks' rows (consolidation.unrouted=rl) take their group advantage, as in DAPO
-            adv = torch.where(own[:, None], b.advantages[sl].to(self.device, logp.dtype)[:, None],
-                              pg_advantages(logp, t_logp)) * mask
+            # a row's group advantage (consolidation.unrouted=rl, routed=rl|both; else 0), plus the
+            # teacher's per-token signal on the rows a teacher scored
+            gap = torch.where(own[:, None], torch.zeros_like(logp), pg_advantages(logp, t_logp))
+            adv = (b.advantages[sl].to(self.device, logp.dtype)[:, None] + gap) * mask
             old = b.old_logprobs[sl, :ids.size(1)].to(self.device)
             loss, st = clipped_pg_loss(logp, old, adv, mask, self.algo.eps_low, self.algo.eps_high, "token_mean",
                                        normalizer, is_weights=self._tis(b, sl, mask))

@@ -67,27 +67,35 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
                 teachers: TeacherModels, order: list[str], margin: float = 0.0, seed: int = 0,
                 micro_batch: int = 8, logit_chunk: int = 1024, routing: str = "gated", gate: str = "reward",
                 pack_sequences: bool | None = TrainerConf.pack_sequences, after_generation=lambda: None,
-                teacher_samples: int = 0, make_engine=None, unrouted: RLAlgo | None = None) -> OPDBatch:
+                teacher_samples: int = 0, make_engine=None, unrouted: RLAlgo | None = None,
+                routed: str = "distil") -> OPDBatch:
     """The student's samples, then `after_generation()` (a vLLM engine sleeps: the teachers that
     estimate rewards online and score the samples get its memory), then the routing (ROUTINGS[routing],
     teacher and student compared on `gate`, the teachers' values from `rewards`) and scoring. With
     `teacher_samples` > 0, each routed teacher's own better answers (`make_engine(model, tokenizer)`
     draws them) join the batch after the student's rows as KD targets (kd_rows; teacher_samples.py).
     With `unrouted` (consolidation.unrouted=rl: DAPO), a task routed to no teacher trains on the
-    student's own samples under that algorithm's group advantage and overlong penalty (teacher_of None)."""
+    student's own samples under that algorithm's group advantage and overlong penalty (teacher_of None).
+    `routed` (consolidation.routed) says what a routed task's own samples train under: distil (the
+    teacher scores them), rl (the group advantage, as unrouted; teacher_of None) or both (the sum)."""
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
     after_generation()
     teacher_r = rewards.for_tasks(tasks)
     decide, rng = ROUTINGS[routing], random.Random(seed)  # random routing: reproducible per step
     decisions, seqs, rows, teacher_of = [], [], [], []
+    n_rl = 0  # rows trained under a group advantage (unrouted=rl, routed=rl|both)
 
-    def add(s: dict, teacher: str | None, advantage: float = 0.0, **row) -> None:
-        """One sequence to train: a sample (the student's or a teacher's), its teacher (None: trained by
-        its own advantage) and its rollouts.jsonl row."""
-        seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, advantage))
-        rows.append({**s["row"], "teacher": teacher, **row})
-        teacher_of.append(teacher)
+    def add(s: dict, teacher: str | None, advantage: float | None = None, scored: bool = True, **row) -> None:
+        """One sequence to train: a sample (the student's or a teacher's), its route, its group
+        advantage (None: none) and its rollouts.jsonl row; `scored`: the teacher scores its tokens
+        (teacher_of names it; None: trained by its own advantage alone)."""
+        nonlocal n_rl
+        n_rl += advantage is not None
+        seqs.append((s["prompt_ids"], s["gen"].token_ids, s["gen"].logprobs, advantage or 0.0))
+        rows.append({**s["row"], "teacher": teacher, **row, **({"advantage": advantage} if advantage is not None
+                                                                 else {})})
+        teacher_of.append(teacher if scored else None)
 
     for grp in groups:
         task = grp[0]["task"]
@@ -96,14 +104,14 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
         decisions.append({"task_id": task.id, "teacher": r.teacher, "reason": r.reason,
                           "teacher_reward": r.teacher_reward, "student_reward": student,
                           "teacher_rewards": teacher_r[task.id]})
-        if r.teacher is None:
-            own = own_advantages(grp, unrouted, spec.params.max_new_tokens) if unrouted is not None else []
-            if any(own):  # a group without signal is dropped, as DAPO's dynamic sampling drops it
-                for s, a in zip(grp, own):
-                    add(s, None, a, advantage=a)
-            continue
-        for s in grp:
-            add(s, r.teacher)
+        rl = unrouted is not None and (r.teacher is None or routed != "distil")
+        own = own_advantages(grp, unrouted, spec.params.max_new_tokens) if rl else [None] * len(grp)
+        if r.teacher is not None and routed != "rl":  # the teacher scores them (both: plus the group advantage)
+            for s, a in zip(grp, own):
+                add(s, r.teacher, a)
+        elif rl and any(own):  # a group without signal is dropped, as DAPO's dynamic sampling drops it
+            for s, a in zip(grp, own):
+                add(s, r.teacher, a, scored=False)
     n_student = len(seqs)
     routed_tasks = [(grp[0]["task"], d["teacher"], d["student_reward"]) for grp, d in zip(groups, decisions)
                     if d["teacher"]]
@@ -141,7 +149,7 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
              **{f"route_{n}": sum(d["teacher"] == n for d in decisions) for n in order},
              **{f"kl_{n}": v for n, v in kl.items()}, "samples_trained": len(rows),
              **(kd_stats if teacher_samples > 0 else {}),
-             **({"rl_trained": sum(t is None for t in teacher_of)} if unrouted is not None else {})}
+             **({"rl_trained": n_rl} if unrouted is not None else {})}
     kd_rows = torch.arange(len(seqs)) >= n_student
     return OPDBatch(ids, attn, comp, old, adv, rows=rows, stats=stats, teacher_logprobs=t_logp,
                     teacher_of=teacher_of, decisions=decisions, kd_rows=kd_rows)

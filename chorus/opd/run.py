@@ -75,6 +75,9 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
     if opd.unrouted == "rl" and opd.mode != "pg":
         raise ValueError("consolidation.unrouted=rl trains unrouted tasks by policy gradient beside mode=pg's "
                          "distillation; use consolidation.mode=pg or consolidation.unrouted=skip")
+    if opd.routed != "distil" and opd.unrouted != "rl":
+        raise ValueError(f"consolidation.routed={opd.routed} trains routed tasks under DAPO's group advantage as "
+                         "unrouted=rl trains the others; set consolidation.unrouted=rl (or routed=distil)")
     teachers = list(pool.teachers)
     check_teachers(teachers)
     check_student(student, teachers)
@@ -95,7 +98,7 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                                 micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk,
                                 pack_sequences=(trainer or TrainerConf()).pack_sequences,
                                 teacher_samples=opd.teacher_samples, make_engine=teacher_engine(rl),
-                                unrouted=get_algo("dapo") if opd.unrouted == "rl" else None)
+                                unrouted=get_algo("dapo") if opd.unrouted == "rl" else None, routed=str(opd.routed))
     module = functools.partial(OPDModule, opd=opd, teachers=models)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student),
                                          "student_choice": opd.student, "routing": str(opd.routing), "gate": gate,
