@@ -189,3 +189,74 @@ def test_unrouted_rl_with_direct_mode_is_refused_in_one_line(tiny_xs, rl_tasks, 
         train_opd(str(tiny_xs), TeacherPoolConf(teachers=[]), rl_tasks, [], context(tmp_path, sim),
                   opd=ConsolidationConf(name="opd", mode=OPDMode.direct, unrouted=Unrouted.rl), rl=rl_settings())
     assert "\n" not in str(err.value)
+
+
+def test_micro_loss_adds_the_group_advantage_to_a_routed_rows_teacher_signal(tiny_xs):
+    """consolidation.routed=both: row 0 is routed (teacher "a" scores it) and carries its group
+    advantage 0.5; row 1 is trained by its group advantage alone (routed=rl or unrouted)."""
+    from chorus.opd.module import OPDModule
+    from chorus.opd.rollouts import OPDBatch
+    from chorus.policy.models import load_model
+    from chorus.rl.algos import OPD_ALGO
+    from chorus.rl.logprobs import forward_logprobs
+    from chorus.rl.module import Hooks
+
+    student, _ = load_model("hf", path=str(tiny_xs))
+    torch.manual_seed(2)
+    ids = torch.randint(5, 200, (2, 6))
+    attn, mask = torch.ones_like(ids), torch.zeros(2, 6)
+    mask[:, 3:] = 1.0
+    module = OPDModule(student, OPD_ALGO, rl_settings(temperature=1.0), Hooks(rollout=lambda step: None), {},
+                       opd=ConsolidationConf(name="opd"))
+    fwd = forward_logprobs(student, ids, attn, mask, 1.0)
+    old = fwd.logp.detach()
+    batch = OPDBatch(ids, attn, mask, old, torch.tensor([0.5, -0.25]), rows=[{}, {}],
+                     teacher_logprobs=torch.full((2, 6), -1.5), teacher_of=["a", None],
+                     kd_rows=torch.tensor([False, False]))
+    loss, _ = module.micro_loss(batch, slice(0, 2), ids, attn, mask, fwd, 6.0)
+    # at ratio 1: -(sum over row 0's 3 tokens of (0.5 + (-1.5 - logp)) + 3 x -0.25) / 6
+    want = -(float(((0.5 - 1.5 - old[0]) * mask[0]).sum()) - 0.25 * 3) / 6.0
+    assert float(loss.detach()) == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("routed", ["rl", "both"])
+def test_routed_tasks_train_under_the_group_advantage_and_the_teacher_scores_them_only_with_both(
+        routed, sft_xs, tiny_xs, rl_tasks, eval_tasks, sim, tmp_path, monkeypatch):
+    """Every task is routed (the teacher's table passes all, the untrained student none). routed=rl:
+    the student's rows carry their group advantage, a group without signal is dropped, and the teacher
+    never scores a student token (no kl_t); both: every student row is kept, carries its group
+    advantage and is scored by the teacher. The teacher's passing samples join either way."""
+    import chorus.opd.run as opd_run
+    from chorus.config.modes import Routed, Unrouted
+
+    monkeypatch.setattr(opd_run, "teacher_engine", lambda rl: lambda model, tok: ScriptedTeacher(tok, rl_tasks))
+    shutil.copytree(sft_xs, tmp_path / "teacher")
+    pool = TeacherPoolConf(teachers=[Teacher("t", str(tmp_path / "teacher"), "table",
+                                             _table(tmp_path, "t", rl_tasks, 100.0))])
+    opd = ConsolidationConf(name="opd", teacher_samples=2, unrouted=Unrouted.rl, routed=Routed(routed))
+    opd_run.train_opd(str(tiny_xs), pool, rl_tasks, eval_tasks[:1], context(tmp_path / "run", sim), opd=opd,
+                      rl=rl_settings(steps=1, prompts_per_step=2, group_size=2))
+    step = lines(tmp_path / "run/steps.jsonl")[0]
+    rows = lines(tmp_path / "run/rollouts.jsonl")
+    own = [r for r in rows if not r.get("kd_target")]
+    assert step["routed_fraction"] == 1.0 and step["kd_kept"] == 2 and len(rows) - len(own) == 2
+    assert all(r["teacher"] == "t" and "advantage" in r for r in own) and step["rl_trained"] == len(own)
+    by_task = {}
+    for r in own:
+        by_task.setdefault(r["task_id"], []).append(r["advantage"])
+    if routed == "both":
+        assert len(own) == 4 and "kl_t" in step
+    else:
+        # groups with signal only (here both have it: the overlong penalty separates a truncated sample)
+        assert "kl_t" not in step and by_task and all(any(a) for a in by_task.values())
+    assert step["samples_trained"] == len(rows)
+
+
+def test_routed_rl_without_unrouted_rl_is_refused_in_one_line(tiny_xs, rl_tasks, sim, tmp_path):
+    from chorus.config.modes import Routed
+    from chorus.opd.run import train_opd
+
+    with pytest.raises(ValueError, match="routed=both .* set consolidation.unrouted=rl") as err:
+        train_opd(str(tiny_xs), TeacherPoolConf(teachers=[]), rl_tasks, [], context(tmp_path, sim),
+                  opd=ConsolidationConf(name="opd", routed=Routed.both), rl=rl_settings())
+    assert "\n" not in str(err.value)
