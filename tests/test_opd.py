@@ -28,6 +28,18 @@ def test_route_picks_the_best_teacher_only_when_it_beats_the_student_by_the_marg
     assert route({"a": 0.9}, None).reason == "no_student_reward"  # e.g. every student sample hit a harness error
 
 
+def test_gate_student_max_routes_only_while_the_student_is_at_or_below_it():
+    import random
+
+    assert route({"a": 0.9}, 0.0, student_max=0.0).teacher == "a"  # the student passes none: routed
+    above = route({"a": 0.9}, 0.25, student_max=0.0)
+    assert above.teacher is None and above.reason == "student_above_max" and above.teacher_reward == 0.9
+    assert route({"a": 0.9}, 0.5, student_max=0.5).teacher == "a"  # at the cap is still routed
+    assert route({"a": 0.9}, 0.25, student_max=0.0, margin=0.0).teacher is None
+    assert route_random({"a": 0.9, "b": 0.8}, 0.25, rng=random.Random(0), student_max=0.0).teacher is None
+    assert route_no_gate({"a": 0.9}, 0.25, student_max=0.0).teacher == "a"  # the gate it removes includes the cap
+
+
 def test_route_breaks_ties_by_pool_order_not_dict_order():
     assert route({"b": 0.8, "a": 0.8}, 0.1).teacher == "a"
     assert route({"a": 0.8, "b": 0.8}, 0.1, order=["b", "a"]).teacher == "b"

@@ -340,6 +340,9 @@ class ConsolidationConf:
     # opd: what the gate compares: pass_rate (the study's metric) | reward (rl.reward's coverage reward)
     gate: GateMetric = GateMetric.pass_rate
     margin: float = 0.0  # opd: a teacher must beat the student on the gate's metric by more than this
+    # opd: route a task only while the student's value on the gate's metric is at most this (1 = always;
+    # 0 with gate=pass_rate: only tasks none of the student's samples pass). The no_gate control ignores it
+    gate_student_max: float = 1.0
     # opd: a task no teacher beats the student on: skip (CHORUS) | rl (its samples train under DAPO's
     # group advantage and overlong penalty, as the own-teacher control trains every task)
     unrouted: Unrouted = Unrouted.skip

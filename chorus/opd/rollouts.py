@@ -68,7 +68,7 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
                 micro_batch: int = 8, logit_chunk: int = 1024, routing: str = "gated", gate: str = "reward",
                 pack_sequences: bool | None = TrainerConf.pack_sequences, after_generation=lambda: None,
                 teacher_samples: int = 0, make_engine=None, unrouted: RLAlgo | None = None,
-                routed: str = "distil") -> OPDBatch:
+                routed: str = "distil", student_max: float = 1.0) -> OPDBatch:
     """The student's samples, then `after_generation()` (a vLLM engine sleeps: the teachers that
     estimate rewards online and score the samples get its memory), then the routing (ROUTINGS[routing],
     teacher and student compared on `gate`, the teachers' values from `rewards`) and scoring. With
@@ -100,7 +100,7 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
     for grp in groups:
         task = grp[0]["task"]
         student = mean_rewards([s["row"] for s in grp], spec.rewards, gate).get(task.id)
-        r = decide(teacher_r[task.id], student, margin, order, rng)
+        r = decide(teacher_r[task.id], student, margin, order, rng, student_max=student_max)
         decisions.append({"task_id": task.id, "teacher": r.teacher, "reason": r.reason,
                           "teacher_reward": r.teacher_reward, "student_reward": student,
                           "teacher_rewards": teacher_r[task.id]})

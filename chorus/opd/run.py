@@ -98,7 +98,8 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                                 micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk,
                                 pack_sequences=(trainer or TrainerConf()).pack_sequences,
                                 teacher_samples=opd.teacher_samples, make_engine=teacher_engine(rl),
-                                unrouted=get_algo("dapo") if opd.unrouted == "rl" else None, routed=str(opd.routed))
+                                unrouted=get_algo("dapo") if opd.unrouted == "rl" else None, routed=str(opd.routed),
+                                student_max=opd.gate_student_max)
     module = functools.partial(OPDModule, opd=opd, teachers=models)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student),
                                          "student_choice": opd.student, "routing": str(opd.routing), "gate": gate,
