@@ -364,12 +364,12 @@ def test_the_study_plans_the_families_control_from_stage0s_steps(study):
     for name in ("control/families/opd", "control/families/opd-random", "consolidation/opd"):  # once, as it runs
         assert sum(o.startswith("consolidation.student=") for o in by[name].overrides) == 1
     assert opd.run_dir != by["consolidation/opd"].run_dir
-    # OPD's second design (README, amended 2026-12-06) on the positive control and its routing controls,
+    # OPD's third design (README, amended 2026-12-06) on the positive control and its routing controls,
     # which differ from it in the routing only; the staged OPD keeps the first design
-    second = {"consolidation.unrouted=rl", "consolidation.teacher_samples=4"}
+    third = {"consolidation.unrouted=rl", "consolidation.teacher_samples=4", "consolidation.routed=both"}
     for name in ("control/families/opd", "control/families/opd-random", "control/families/opd-no_gate"):
-        assert second <= set(by[name].overrides), name
-    assert not second & set(by["consolidation/opd"].overrides)
+        assert third <= set(by[name].overrides), name
+    assert not third & set(by["consolidation/opd"].overrides)
     assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2", "sft/stage0",
                          "tables/families/fam0", "tables/families/fam1", "tables/families/fam2"]
 
