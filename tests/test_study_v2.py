@@ -416,3 +416,26 @@ def test_the_kept_opd_second_design_verdict_is_what_its_kept_seeds_give():
     v = kept["verdict"]
     assert (v["premise"], v["primary"], v["staged_complementary"], v["claim"], v["opd_consolidates"]) == \
         (False, True, False, False, False)
+
+
+def _validation_pass1(run: str) -> pd.Series:
+    """A kept validation run's Pass@1 per design, in points."""
+    df = pd.read_parquet(REPO / "analysis/studies/v2" / run / "per_task.parquet")
+    return df.groupby("task_id")["passed"].mean() * 100
+
+
+def test_opd_third_designs_validation_leads_are_what_its_kept_runs_give():
+    """README, "OPD's second and third designs": each variant's Pass@1 lead over the own-teacher
+    control on the 171 validation designs of seeds 0 and 1, and the mean that chose routed=both."""
+    own = {0: "opd2_validation/own_teacher", 1: "opd3_validation/seed1/own_teacher"}
+    runs = {"second": {0: "opd2_validation/second_design", 1: "opd3_validation/seed1/second_design"},
+            **{name: {k: f"opd3_validation/seed{k}/{d}" for k in (0, 1)}
+               for name, d in (("rl", "routed_rl"), ("both", "routed_both"), ("cap0", "routed_both_cap0"))}}
+    leads = {name: [float((_validation_pass1(r[k]) - _validation_pass1(own[k])).mean()) for k in (0, 1)]
+             for name, r in runs.items()}
+    assert {name: [round(v, 1) for v in pair] for name, pair in leads.items()} == \
+        {"second": [7.6, -4.8], "rl": [2.6, -1.1], "both": [8.2, -1.9], "cap0": [5.4, -3.0]}
+    means = {name: sum(v) / 2 for name, v in leads.items()}
+    assert max(means, key=means.get) == "both"
+    assert {name: round(m, 1) for name, m in means.items()} == {"second": 1.4, "rl": 0.8, "both": 3.2, "cap0": 1.2}
+    assert all(len(_validation_pass1(r[k])) == 171 for r in runs.values() for k in (0, 1))
