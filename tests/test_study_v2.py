@@ -418,6 +418,16 @@ def test_the_kept_opd_second_design_verdict_is_what_its_kept_seeds_give():
         (False, True, False, False, False)
 
 
+def test_the_kept_opd_third_design_verdict_is_what_its_kept_seeds_give():
+    """analysis/studies/v2/opd3/verdict/study.json, the README's third-design result: the three kept
+    worlds with the positive control's OPD re-run at the amendment's revision (named)."""
+    kept = _recomputed_equals_kept(REPO / "analysis/studies/v2/opd3", amended=("families_opd",))
+    assert kept["amended"] == {f"seed{k}": {"families_opd": "d41fbe45a449708991e0b5243708003d6619cd10"} for k in range(3)}
+    v = kept["verdict"]
+    assert (v["premise"], v["primary"], v["staged_complementary"], v["claim"], v["opd_consolidates"]) == \
+        (False, True, False, False, False)
+
+
 def _validation_pass1(run: str) -> pd.Series:
     """A kept validation run's Pass@1 per design, in points."""
     df = pd.read_parquet(REPO / "analysis/studies/v2" / run / "per_task.parquet")
