@@ -10,6 +10,7 @@ from chorus.config.modes import GateMetric
 from chorus.config.schema import ConsolidationConf, TeacherPoolConf
 from chorus.opd.losses import pg_advantages, sequence_kd
 from chorus.opd.teachers import Teacher
+from chorus.rl.algos import OPD_ALGO
 from chorus.rl.losses import clipped_pg_loss
 from helpers import context, lines, rl_settings, weights
 
@@ -22,27 +23,33 @@ def test_sequence_kd_is_the_teacher_tokens_nll_over_the_steps_normaliser():
     assert float(sequence_kd(logp, torch.zeros_like(mask), 4.0)) == 0.0
 
 
-def test_micro_loss_gives_student_rows_the_on_policy_term_and_teacher_rows_their_nll(tiny_xs):
-    """Row 0 is the student's sample (pg advantage from the teacher's log-probs), row 1 a teacher's own
-    sample: the loss is the pg loss over row 0 plus kd_coef x row 1's NLL, one normaliser; the
-    teacher's log-probs stored for row 1 do not matter (a KD row is never scored by the teacher)."""
+def _two_rows(tiny_xs, seed: int, first: int, **opd):
+    """An OPDModule on the tiny student and two random rows whose completions start at `first`: the
+    module, ids, attention, completion mask, the student's forward and its (detached) log-probs."""
     from chorus.opd.module import OPDModule
-    from chorus.opd.rollouts import OPDBatch
     from chorus.policy.models import load_model
-    from chorus.rl.algos import OPD_ALGO
     from chorus.rl.logprobs import forward_logprobs
     from chorus.rl.module import Hooks
 
     student, _ = load_model("hf", path=str(tiny_xs))
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     ids = torch.randint(5, 200, (2, 6))
     attn, mask = torch.ones_like(ids), torch.zeros(2, 6)
-    mask[:, 3:] = 1.0
-    t_logp = torch.full((2, 6), -3.0)
+    mask[:, first:] = 1.0
     module = OPDModule(student, OPD_ALGO, rl_settings(temperature=1.0), Hooks(rollout=lambda step: None), {},
-                       opd=ConsolidationConf(name="opd", kd_coef=0.5))
+                       opd=ConsolidationConf(name="opd", **opd))
     fwd = forward_logprobs(student, ids, attn, mask, 1.0)
-    old = fwd.logp.detach()
+    return module, ids, attn, mask, fwd, fwd.logp.detach()
+
+
+def test_micro_loss_gives_student_rows_the_on_policy_term_and_teacher_rows_their_nll(tiny_xs):
+    """Row 0 is the student's sample (pg advantage from the teacher's log-probs), row 1 a teacher's own
+    sample: the loss is the pg loss over row 0 plus kd_coef x row 1's NLL, one normaliser; the
+    teacher's log-probs stored for row 1 do not matter (a KD row is never scored by the teacher)."""
+    from chorus.opd.rollouts import OPDBatch
+
+    module, ids, attn, mask, fwd, old = _two_rows(tiny_xs, seed=0, first=3, kd_coef=0.5)
+    t_logp = torch.full((2, 6), -3.0)
     results = []
     for other in (-3.0, 9.0):  # row 1's stored teacher log-probs: ignored
         t = t_logp.clone()
@@ -155,22 +162,9 @@ def test_unrouted_tasks_take_dapos_group_advantage_with_its_overlong_penalty():
 
 
 def test_micro_loss_gives_unrouted_rows_their_group_advantage(tiny_xs):
-    from chorus.opd.module import OPDModule
     from chorus.opd.rollouts import OPDBatch
-    from chorus.policy.models import load_model
-    from chorus.rl.algos import OPD_ALGO
-    from chorus.rl.logprobs import forward_logprobs
-    from chorus.rl.module import Hooks
 
-    student, _ = load_model("hf", path=str(tiny_xs))
-    torch.manual_seed(1)
-    ids = torch.randint(5, 200, (2, 6))
-    attn, mask = torch.ones_like(ids), torch.zeros(2, 6)
-    mask[:, 2:] = 1.0
-    module = OPDModule(student, OPD_ALGO, rl_settings(temperature=1.0), Hooks(rollout=lambda step: None), {},
-                       opd=ConsolidationConf(name="opd"))
-    fwd = forward_logprobs(student, ids, attn, mask, 1.0)
-    old = fwd.logp.detach()
+    module, ids, attn, mask, fwd, old = _two_rows(tiny_xs, seed=1, first=2)
     t_logp = torch.full((2, 6), -2.0)
     batch = OPDBatch(ids, attn, mask, old, torch.tensor([0.0, 0.75]), rows=[{}, {}], teacher_logprobs=t_logp,
                      teacher_of=["a", None], kd_rows=torch.tensor([False, False]))
@@ -194,22 +188,9 @@ def test_unrouted_rl_with_direct_mode_is_refused_in_one_line(tiny_xs, rl_tasks, 
 def test_micro_loss_adds_the_group_advantage_to_a_routed_rows_teacher_signal(tiny_xs):
     """consolidation.routed=both: row 0 is routed (teacher "a" scores it) and carries its group
     advantage 0.5; row 1 is trained by its group advantage alone (routed=rl or unrouted)."""
-    from chorus.opd.module import OPDModule
     from chorus.opd.rollouts import OPDBatch
-    from chorus.policy.models import load_model
-    from chorus.rl.algos import OPD_ALGO
-    from chorus.rl.logprobs import forward_logprobs
-    from chorus.rl.module import Hooks
 
-    student, _ = load_model("hf", path=str(tiny_xs))
-    torch.manual_seed(2)
-    ids = torch.randint(5, 200, (2, 6))
-    attn, mask = torch.ones_like(ids), torch.zeros(2, 6)
-    mask[:, 3:] = 1.0
-    module = OPDModule(student, OPD_ALGO, rl_settings(temperature=1.0), Hooks(rollout=lambda step: None), {},
-                       opd=ConsolidationConf(name="opd"))
-    fwd = forward_logprobs(student, ids, attn, mask, 1.0)
-    old = fwd.logp.detach()
+    module, ids, attn, mask, fwd, old = _two_rows(tiny_xs, seed=2, first=3)
     batch = OPDBatch(ids, attn, mask, old, torch.tensor([0.5, -0.25]), rows=[{}, {}],
                      teacher_logprobs=torch.full((2, 6), -1.5), teacher_of=["a", None],
                      kd_rows=torch.tensor([False, False]))
