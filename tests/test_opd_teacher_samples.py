@@ -1,5 +1,6 @@
-"""opd.teacher_samples: the routed teachers' own better answers as sequence-level KD targets, beside
-the on-policy term (hand values, a real tiny run)."""
+"""OPD's optional additions: teacher_samples (the routed teachers' own better answers as sequence-level
+KD targets, beside the on-policy term), unrouted/routed rows under DAPO's group advantage, and the
+gate's reference (hand values, real tiny runs)."""
 import json
 import shutil
 
@@ -240,4 +241,46 @@ def test_routed_rl_without_unrouted_rl_is_refused_in_one_line(tiny_xs, rl_tasks,
     with pytest.raises(ValueError, match="routed=both .* set consolidation.unrouted=rl") as err:
         train_opd(str(tiny_xs), TeacherPoolConf(teachers=[]), rl_tasks, [], context(tmp_path, sim),
                   opd=ConsolidationConf(name="opd", routed=Routed.both), rl=rl_settings())
+    assert "\n" not in str(err.value)
+
+
+def test_the_gate_compares_teachers_with_the_better_of_the_student_and_its_reference(
+        sft_xs, tiny_xs, rl_tasks, eval_tasks, sim, tmp_path):
+    """consolidation.gate_reference: a teacher passing every task beats the untrained student (it passes
+    none) everywhere, but not where the reference (what DAPO from the student reaches) passes too; a
+    task the reference lacks is compared with the student's own value alone, and the run says how many."""
+    from chorus.opd.run import train_opd
+
+    shutil.copytree(sft_xs, tmp_path / "teacher")
+    pool = TeacherPoolConf(teachers=[Teacher("t", str(tmp_path / "teacher"), "table",
+                                             _table(tmp_path, "t", rl_tasks, 100.0))])
+    (tmp_path / "ref").mkdir()
+    reach = {t.id: i % 2 == 0 for i, t in enumerate(rl_tasks[1:])}  # rl_tasks[0] is not in the table
+    (tmp_path / "ref/per_task.jsonl").write_text("".join(
+        json.dumps({"task_id": k, "status": "ok", "overall": 100.0 if v else 10.0, "passed": v}) + "\n"
+        for k, v in reach.items()))
+    opd = ConsolidationConf(name="opd", gate=GateMetric.pass_rate, gate_reference=str(tmp_path / "ref"))
+    train_opd(str(tiny_xs), pool, rl_tasks, eval_tasks[:1], context(tmp_path / "run", sim), opd=opd,
+              rl=rl_settings(steps=1, prompts_per_step=len(rl_tasks), group_size=2))
+    decisions = lines(tmp_path / "run/decisions.jsonl")
+    assert len(decisions) == len(rl_tasks) and all(d["student_reward"] == 0.0 for d in decisions)
+    for d in decisions:
+        reference = {True: 1.0, False: 0.0}.get(reach.get(d["task_id"]))
+        assert d["reference_reward"] == reference
+        assert (d["teacher"], d["reason"]) == ((None, "student_not_beaten") if reference == 1.0
+                                               else ("t", "best_teacher_beats_student")), d
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    assert summary["gate_reference_lacks"] == 1 and summary["gate_reference"] == str(tmp_path / "ref")
+
+
+@pytest.mark.parametrize("where, message", [("stage0", "names a stage: a pipeline wires it"),
+                                            ("{tmp}/nowhere", "no reward table there; evaluate")])
+def test_a_gate_reference_that_is_no_table_is_refused_in_one_line(where, message, tiny_xs, rl_tasks, sim, tmp_path):
+    from chorus.opd.run import train_opd
+
+    shutil.copytree(tiny_xs, tmp_path / "teacher")
+    pool = TeacherPoolConf(teachers=[Teacher("t", str(tmp_path / "teacher"), "online")])
+    with pytest.raises(ValueError, match=message) as err:
+        train_opd(str(tiny_xs), pool, rl_tasks, [], context(tmp_path, sim),
+                  opd=ConsolidationConf(name="opd", gate_reference=where.format(tmp=tmp_path)), rl=rl_settings())
     assert "\n" not in str(err.value)

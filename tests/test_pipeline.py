@@ -488,3 +488,20 @@ def test_the_study_writes_a_v2_manifest_the_reader_reads_back(study, tmp_path):
 def test_bad_controls_are_refused_before_anything_runs(tmp_path, setting, message):
     with pytest.raises(ValueError, match=message):
         pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=study", setting)
+
+
+def test_opds_gate_reference_names_a_stage_and_the_plan_wires_that_stages_expert_table(tmp_path):
+    """consolidation.gate_reference=stage0 in a preset: OPD's gate compares teachers with what DAPO
+    from stage 0 reaches, the stage-0 expert's table (so OPD waits for it); without tables, refused."""
+    c, steps = pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=tiny", "seed=3",
+                            "pipeline.opd=['rl.steps=8','consolidation.gate_reference=stage0']")
+    by = {s.name: s for s in steps}
+    opd = by["consolidation/opd"]
+    assert f"consolidation.gate_reference={by['tables/stage0'].run_dir}" in opd.overrides
+    assert "tables/stage0" in opd.after
+    assert not any(o.startswith("consolidation.gate_reference") for o in by["consolidation/soup"].overrides)
+    with pytest.raises(ValueError, match="gate_reference=stage0 needs that stage's expert table; set "
+                                         "pipeline.teacher_samples > 0") as err:
+        pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=tiny", "pipeline.teacher_samples=0",
+                     "pipeline.opd=['rl.steps=8','consolidation.gate_reference=stage0']")
+    assert "\n" not in str(err.value)

@@ -79,8 +79,9 @@ def _merge(c: dict) -> list[str]:
 def _opd(c: dict) -> list[str]:
     cons = c["consolidation"]
     uses = [*COMMON, *TEACHERS, "rl", "trainer", "teacher_pool", "ckpt_path",
-            *(f"consolidation.{k}" for k in ("name", "student", "margin", "gate_student_max", "routing", "gate", "mode",
-                                             "teachers_in_memory", "teacher_samples", "unrouted", "routed"))]
+            *(f"consolidation.{k}" for k in ("name", "student", "margin", "gate_student_max", "gate_reference",
+                                             "routing", "gate", "mode", "teachers_in_memory", "teacher_samples",
+                                             "unrouted", "routed"))]
     if cons["student"] == "soup":
         uses.append("consolidation.weights")
     if cons["teacher_samples"]:

@@ -343,6 +343,11 @@ class ConsolidationConf:
     # opd: route a task only while the student's value on the gate's metric is at most this (1 = always;
     # 0 with gate=pass_rate: only tasks none of the student's samples pass). The no_gate control ignores it
     gate_student_max: float = 1.0
+    # opd: what the student reaches by RL alone, per training task: a reward table (a run dir or
+    # per_task file; in a pipeline, a stage name: that stage's first expert's gate table). The gate
+    # compares each teacher with the better of the student's own value and this one, so a task DAPO
+    # from the student would pass as often as the teacher is left to DAPO (null: the student's own)
+    gate_reference: Optional[str] = None
     # opd: a task no teacher beats the student on: skip (CHORUS) | rl (its samples train under DAPO's
     # group advantage and overlong penalty, as the own-teacher control trains every task)
     unrouted: Unrouted = Unrouted.skip

@@ -68,7 +68,7 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
                 micro_batch: int = 8, logit_chunk: int = 1024, routing: str = "gated", gate: str = "reward",
                 pack_sequences: bool | None = TrainerConf.pack_sequences, after_generation=lambda: None,
                 teacher_samples: int = 0, make_engine=None, unrouted: RLAlgo | None = None,
-                routed: str = "distil", student_max: float = 1.0) -> OPDBatch:
+                routed: str = "distil", student_max: float = 1.0, reference: dict[str, float] | None = None) -> OPDBatch:
     """The student's samples, then `after_generation()` (a vLLM engine sleeps: the teachers that
     estimate rewards online and score the samples get its memory), then the routing (ROUTINGS[routing],
     teacher and student compared on `gate`, the teachers' values from `rewards`) and scoring. With
@@ -77,13 +77,15 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
     With `unrouted` (consolidation.unrouted=rl: DAPO), a task routed to no teacher trains on the
     student's own samples under that algorithm's group advantage and overlong penalty (teacher_of None).
     `routed` (consolidation.routed) says what a routed task's own samples train under: distil (the
-    teacher scores them), rl (the group advantage, as unrouted; teacher_of None) or both (the sum)."""
+    teacher scores them), rl (the group advantage, as unrouted; teacher_of None) or both (the sum).
+    `reference` (consolidation.gate_reference): per task, what the student reaches by RL alone; the gate
+    compares the teachers with the better of it and the student's own samples."""
     tasks = draw(prompts_per_step)
     groups, timing = sample_groups(tasks, engine, tokenizer, pool, spec, seed)
     after_generation()
     teacher_r = rewards.for_tasks(tasks)
     decide, rng = ROUTINGS[routing], random.Random(seed)  # random routing: reproducible per step
-    decisions, seqs, rows, teacher_of = [], [], [], []
+    decisions, seqs, rows, teacher_of, margins = [], [], [], [], []
     n_rl = 0  # rows trained under a group advantage (unrouted=rl, routed=rl|both)
 
     def add(s: dict, teacher: str | None, advantage: float | None = None, scored: bool = True, **row) -> None:
@@ -100,10 +102,15 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
     for grp in groups:
         task = grp[0]["task"]
         student = mean_rewards([s["row"] for s in grp], spec.rewards, gate).get(task.id)
-        r = decide(teacher_r[task.id], student, margin, order, rng, student_max=student_max)
+        ref = (reference or {}).get(task.id)
+        reach = student if ref is None or student is None else max(student, ref)
+        r = decide(teacher_r[task.id], reach, margin, order, rng, student_max=student_max)
         decisions.append({"task_id": task.id, "teacher": r.teacher, "reason": r.reason,
                           "teacher_reward": r.teacher_reward, "student_reward": student,
+                          **({"reference_reward": ref} if reference is not None else {}),
                           "teacher_rewards": teacher_r[task.id]})
+        if r.teacher is not None and reach is not None:
+            margins.append(r.teacher_reward - reach)
         rl = unrouted is not None and (r.teacher is None or routed != "distil")
         own = own_advantages(grp, unrouted, spec.params.max_new_tokens) if rl else [None] * len(grp)
         if r.teacher is not None and routed != "rl":  # the teacher scores them (both: plus the group advantage)
@@ -141,10 +148,10 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
             kl[name] = float((old[idx] - t_logp[idx])[m].mean())
     all_rows = [s["row"] for grp in groups for s in grp]
     routed = [d for d in decisions if d["teacher"]]
-    margins = [d["teacher_reward"] - d["student_reward"] for d in routed if d["student_reward"] is not None]
     stats = {**sample_stats(all_rows), **timing, "skip_fraction": 1 - len(routed) / max(1, len(decisions)),
              "routed_fraction": len(routed) / max(1, len(decisions)),
-             # the routed tasks' teacher-student lead on the gate's metric (absent when none was routed)
+             # the routed tasks' teacher lead on the gate's metric over what it beat (the student, or its
+             # reference where that is higher; absent when none was routed)
              **({"routed_margin_mean": sum(margins) / len(margins)} if margins else {}),
              **{f"route_{n}": sum(d["teacher"] == n for d in decisions) for n in order},
              **{f"kl_{n}": v for n, v in kl.items()}, "samples_trained": len(rows),

@@ -16,7 +16,7 @@ from ..rl.run import Objective, train_rl
 from ..trainer_setup import eval_device
 from .module import OPDModule
 from .rollouts import TeacherModels, collect_opd
-from .teachers import Teacher, TeacherRewards, check_teachers, mean_rewards
+from .teachers import Teacher, TeacherRewards, check_teachers, mean_rewards, reference_rewards
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,10 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
     for name, n in rewards.fallback.items():  # said once, and kept in summary.json
         log.warning("teacher %s: its reward table lacks %d of %d training tasks; estimating those online "
                     "(%d samples each)", name, n, len(tasks), pool.online_samples)
+    reference, unreferenced = reference_rewards(opd.gate_reference, [t.id for t in tasks], rl.reward, gate)
+    if unreferenced:
+        log.warning("consolidation.gate_reference lacks %d of %d training tasks; the gate compares the teachers "
+                    "with the student's own value there", unreferenced, len(tasks))
     order = [t.name for t in teachers]
     collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
                                 routing=str(opd.routing), gate=gate,
@@ -99,12 +103,14 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                                 pack_sequences=(trainer or TrainerConf()).pack_sequences,
                                 teacher_samples=opd.teacher_samples, make_engine=teacher_engine(rl),
                                 unrouted=get_algo("dapo") if opd.unrouted == "rl" else None, routed=str(opd.routed),
-                                student_max=opd.gate_student_max)
+                                student_max=opd.gate_student_max, reference=reference)
     module = functools.partial(OPDModule, opd=opd, teachers=models)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student),
                                          "student_choice": opd.student, "routing": str(opd.routing), "gate": gate,
                                          "teacher_sources": {t.name: str(t.source) for t in teachers},
-                                         "table_fallback": rewards.fallback})
+                                         "table_fallback": rewards.fallback,
+                                         **({"gate_reference": opd.gate_reference,
+                                             "gate_reference_lacks": unreferenced} if opd.gate_reference else {})})
     return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer, ckpt_path=ckpt_path,
                     select_tasks=select_tasks, objective=Objective(collect=collect, module=module, log_batch=log_decisions))
 

@@ -192,3 +192,22 @@ class TeacherRewards:
                         for k, v in fresh.items():
                             f.write(json.dumps({"teacher": t.name, "task_id": k, "reward": v}) + "\n")
         return {task.id: {t.name: self.known[t.name].get(task.id) for t in self.teachers} for task in tasks}
+
+
+def reference_rewards(where: str | None, task_ids: list[str], cfg: RewardConfig,
+                      gate: str = "reward") -> tuple[dict[str, float], int]:
+    """consolidation.gate_reference: per training task, what the student reaches by RL alone (a table
+    of its DAPO expert on the training tasks), on the gate's metric; with how many training tasks the
+    table lacks (the gate uses the student's own value alone for those). ({}, 0) without one."""
+    if not where:
+        return {}, 0
+    from ..sft.stages import STAGES
+    if where in STAGES:
+        raise ValueError(f"consolidation.gate_reference={where} names a stage: a pipeline wires it to that stage's "
+                         "expert table; outside one, pass the table's run dir or per_task file")
+    if not _table_path(where):
+        raise ValueError(f"consolidation.gate_reference={where}: no reward table there; evaluate the student's DAPO "
+                         "expert on the training tasks with `python -m chorus.evaluate policy=model ...`")
+    table = table_rewards(where, cfg, gate)
+    known = {k: v for k, v in table.items() if k in set(task_ids) and v is not None}
+    return known, len(set(task_ids) - set(known))
