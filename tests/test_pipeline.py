@@ -364,14 +364,16 @@ def test_the_study_plans_the_families_control_from_stage0s_steps(study):
     for name in ("control/families/opd", "control/families/opd-random", "consolidation/opd"):  # once, as it runs
         assert sum(o.startswith("consolidation.student=") for o in by[name].overrides) == 1
     assert opd.run_dir != by["consolidation/opd"].run_dir
-    # OPD's third design (README, amended 2026-12-06) on the positive control and its routing controls,
-    # which differ from it in the routing only; the staged OPD keeps the first design
-    third = {"consolidation.unrouted=rl", "consolidation.teacher_samples=4", "consolidation.routed=both"}
+    # OPD's fourth design (docs/results.md) on the positive control and its routing controls, which
+    # differ from it in the routing only; the staged OPD keeps the first design. Its gate's reference,
+    # what DAPO from the student reaches, is the stage-0 expert's table
+    fourth = {"consolidation.unrouted=rl", "consolidation.teacher_samples=4", "consolidation.routed=both",
+              f"consolidation.gate_reference={by['tables/stage0'].run_dir}"}
     for name in ("control/families/opd", "control/families/opd-random", "control/families/opd-no_gate"):
-        assert third <= set(by[name].overrides), name
-    assert not third & set(by["consolidation/opd"].overrides)
+        assert fourth <= set(by[name].overrides), name
+    assert not fourth & set(by["consolidation/opd"].overrides)
     assert opd.after == ["control/families/rl0", "control/families/rl1", "control/families/rl2", "sft/stage0",
-                         "tables/families/fam0", "tables/families/fam1", "tables/families/fam2"]
+                         "tables/stage0", "tables/families/fam0", "tables/families/fam1", "tables/families/fam2"]
 
 
 def test_a_steps_command_line_drops_the_preset_settings_set_again_later():

@@ -435,7 +435,7 @@ def _validation_pass1(run: str) -> pd.Series:
 
 
 def test_opd_third_designs_validation_leads_are_what_its_kept_runs_give():
-    """README, "OPD's second and third designs": each variant's Pass@1 lead over the own-teacher
+    """README, "OPD's second to fourth designs": each variant's Pass@1 lead over the own-teacher
     control on the 171 validation designs of seeds 0 and 1, and the mean that chose routed=both."""
     own = {0: "opd2_validation/own_teacher", 1: "opd3_validation/seed1/own_teacher"}
     runs = {"second": {0: "opd2_validation/second_design", 1: "opd3_validation/seed1/second_design"},
@@ -457,3 +457,31 @@ def test_opd_third_designs_validation_leads_are_what_its_kept_runs_give():
         both_runs = (again["routed_both"] + _validation_pass1(runs["both"][k])) / 2
         own_runs = (again["own_teacher"] + _validation_pass1(own[k])) / 2
         assert round(float((both_runs - own_runs).mean()), 1) == lead
+
+
+def test_opd_fourth_designs_validation_rule_is_what_its_kept_runs_give():
+    """docs/results.md, "OPD's fourth design on validation": two runs per arm per world (the pipeline's
+    RL seed and 5001); the fourth design replaced the third because its mean lead over own-teacher,
+    averaged over the two worlds, is above the third's (+2.4 against +2.1), and it is the study's."""
+    own = {0: ["opd2_validation/own_teacher", "opd3_validation/seed0/own_teacher_rlseed5001"],
+           1: ["opd3_validation/seed1/own_teacher", "opd3_validation/seed1/own_teacher_rlseed5001"]}
+    arms = {"third": {k: [f"opd3_validation/seed{k}/routed_both", f"opd3_validation/seed{k}/routed_both_rlseed5001"]
+                      for k in (0, 1)},
+            "fourth": {k: [f"opd4_validation/seed{k}/gate_reference",
+                           f"opd4_validation/seed{k}/gate_reference_rlseed5001"] for k in (0, 1)}}
+
+    def two(runs):
+        return sum(_validation_pass1(r) for r in runs) / 2
+
+    assert [[round(float(_validation_pass1(r).mean()), 1) for r in arms["fourth"][k]] for k in (0, 1)] == \
+        [[60.4, 51.9], [57.7, 46.8]]
+    leads = {name: [float((two(runs[k]) - two(own[k])).mean()) for k in (0, 1)] for name, runs in arms.items()}
+    assert {name: [round(v, 1) for v in pair] for name, pair in leads.items()} == \
+        {"third": [8.6, -4.4], "fourth": [9.2, -4.5]}
+    means = {name: sum(v) / 2 for name, v in leads.items()}
+    assert round(means["fourth"], 1) == 2.4 and round(means["third"], 1) == 2.1 and means["fourth"] > means["third"]
+    for k in (0, 1):
+        summary = json.loads((REPO / "analysis/studies/v2" / arms["fourth"][k][0] / "summary.json").read_text())
+        assert summary["gate_reference_lacks"] == 0 and summary["routing"] == "gated"
+    study = (REPO / "conf/pipeline/study.yaml").read_text()
+    assert "consolidation.gate_reference=stage0" in study
