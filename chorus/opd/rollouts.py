@@ -68,7 +68,8 @@ def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_st
                 micro_batch: int = 8, logit_chunk: int = 1024, routing: str = "gated", gate: str = "reward",
                 pack_sequences: bool | None = TrainerConf.pack_sequences, after_generation=lambda: None,
                 teacher_samples: int = 0, make_engine=None, unrouted: RLAlgo | None = None,
-                routed: str = "distil", student_max: float = 1.0, reference: dict[str, float] | None = None) -> OPDBatch:
+                routed: str = "distil", student_max: float = 1.0,
+                reference: dict[str, float] | None = None) -> OPDBatch:
     """The student's samples, then `after_generation()` (a vLLM engine sleeps: the teachers that
     estimate rewards online and score the samples get its memory), then the routing (ROUTINGS[routing],
     teacher and student compared on `gate`, the teachers' values from `rewards`) and scoring. With

@@ -208,6 +208,6 @@ def reference_rewards(where: str | None, task_ids: list[str], cfg: RewardConfig,
     if not _table_path(where):
         raise ValueError(f"consolidation.gate_reference={where}: no reward table there; evaluate the student's DAPO "
                          "expert on the training tasks with `python -m chorus.evaluate policy=model ...`")
-    table = table_rewards(where, cfg, gate)
-    known = {k: v for k, v in table.items() if k in set(task_ids) and v is not None}
-    return known, len(set(task_ids) - set(known))
+    ids, table = set(task_ids), table_rewards(where, cfg, gate)
+    known = {k: v for k, v in table.items() if k in ids and v is not None}
+    return known, len(ids - set(known))
