@@ -485,3 +485,31 @@ def test_opd_fourth_designs_validation_rule_is_what_its_kept_runs_give():
         assert summary["gate_reference_lacks"] == 0 and summary["routing"] == "gated"
     study = (REPO / "conf/pipeline/study.yaml").read_text()
     assert "consolidation.gate_reference=stage0" in study
+
+
+def test_opd_with_nothing_routed_is_its_own_teacher_control_and_any_route_costs_seed1s_counters():
+    """docs/results.md, the fourth design's diagnostics in seed 1's world: OPD with nothing routed
+    passes and fails every validation sample as the own-teacher control's run at the same RL seed;
+    every arm that routes keeps fewer counters than the own-teacher run at its RL seed."""
+    def table(run):
+        df = pd.read_parquet(REPO / "analysis/studies/v2" / run / "per_task.parquet")
+        return df.sort_values(["task_id", "sample"]).reset_index(drop=True)
+
+    opd, own = (table(r) for r in ("opd4_validation/seed1/nothing_routed_rlseed5001",
+                                   "opd3_validation/seed1/own_teacher_rlseed5001"))
+    assert len(opd) == 2736 and opd["task_id"].tolist() == own["task_id"].tolist()
+    assert opd["passed"].tolist() == own["passed"].tolist()
+
+    def counters(run):
+        df = pd.read_parquet(REPO / "analysis/studies/v2" / run / "per_task.parquet")
+        per_design = df[df["family"] == "counter"].groupby("task_id")["passed"].mean() * 100
+        return round(float(per_design.mean()), 1)
+
+    arms = {"nothing_routed": [87.9, 75.1], "no_teacher_samples": [67.8, 54.9], "routed_rl": [79.6, 59.7],
+            "gate_reference": [74.6, 55.9]}
+    for arm, want in arms.items():
+        assert [counters(f"opd4_validation/seed1/{arm}{s}") for s in ("", "_rlseed5001")] == want, arm
+    own_counters = [counters(f"opd3_validation/seed1/own_teacher{s}") for s in ("", "_rlseed5001")]
+    assert own_counters == [87.1, 75.1]
+    # at each RL seed, every arm that routes keeps fewer counters than own-teacher at that seed
+    assert all(v < own for arm, pair in arms.items() if arm != "nothing_routed" for v, own in zip(pair, own_counters))
