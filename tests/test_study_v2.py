@@ -428,9 +428,16 @@ def test_the_kept_opd_third_design_verdict_is_what_its_kept_seeds_give():
         (False, True, False, False, False)
 
 
-def _validation_pass1(run: str) -> pd.Series:
-    """A kept validation run's Pass@1 per design, in points."""
-    df = pd.read_parquet(REPO / "analysis/studies/v2" / run / "per_task.parquet")
+def _kept_samples(run: str) -> pd.DataFrame:
+    """A kept validation run's per-sample table."""
+    return pd.read_parquet(REPO / "analysis/studies/v2" / run / "per_task.parquet")
+
+
+def _validation_pass1(run: str, family: str | None = None) -> pd.Series:
+    """A kept validation run's Pass@1 per design (of `family` only, if given), in points."""
+    df = _kept_samples(run)
+    if family:
+        df = df[df["family"] == family]
     return df.groupby("task_id")["passed"].mean() * 100
 
 
@@ -492,8 +499,7 @@ def test_opd_with_nothing_routed_is_its_own_teacher_control_and_any_route_costs_
     passes and fails every validation sample as the own-teacher control's run at the same RL seed;
     every arm that routes keeps fewer counters than the own-teacher run at its RL seed."""
     def table(run):
-        df = pd.read_parquet(REPO / "analysis/studies/v2" / run / "per_task.parquet")
-        return df.sort_values(["task_id", "sample"]).reset_index(drop=True)
+        return _kept_samples(run).sort_values(["task_id", "sample"]).reset_index(drop=True)
 
     opd, own = (table(r) for r in ("opd4_validation/seed1/nothing_routed_rlseed5001",
                                    "opd3_validation/seed1/own_teacher_rlseed5001"))
@@ -501,9 +507,7 @@ def test_opd_with_nothing_routed_is_its_own_teacher_control_and_any_route_costs_
     assert opd["passed"].tolist() == own["passed"].tolist()
 
     def counters(run):
-        df = pd.read_parquet(REPO / "analysis/studies/v2" / run / "per_task.parquet")
-        per_design = df[df["family"] == "counter"].groupby("task_id")["passed"].mean() * 100
-        return round(float(per_design.mean()), 1)
+        return round(float(_validation_pass1(run, "counter").mean()), 1)
 
     arms = {"nothing_routed": [87.9, 75.1], "no_teacher_samples": [67.8, 54.9], "routed_rl": [79.6, 59.7],
             "gate_reference": [74.6, 55.9]}

@@ -71,7 +71,6 @@ class Planner:
         self.base = [f"runs_dir={c['runs_dir']}", f"seed={c['seed']}"]
         self.train, self.extra = list(self.p["train"]), list(c["extra"])
         self.steps: dict[str, Step] = {}
-        self.stage_tables: dict[str, Step] = {}
         self.owns: dict[str, tuple] = {}
         self.reached: set[str] = set()
 
@@ -81,7 +80,6 @@ class Planner:
         experts = self.experts(p["controls"]["rl_seeds"])
         tables = self.teacher_tables(experts, "")
         self.add(*tables.values())
-        self.stage_tables = tables  # a stage's expert table: what DAPO from it reaches (gate_reference)
         for method, preset in [*[(m, p["merge"]) for m in p["merges"]], ("opd", p["opd"])]:
             self.add(self.consolidation_step(f"consolidation/{method}", method, preset, experts,
                                              soup=self.steps.get("consolidation/soup"), tables=tables))
@@ -196,12 +194,13 @@ class Planner:
                 wiring.append(f"consolidation.student={student}")
                 after += needs
             reference = composed["consolidation"]["gate_reference"]
-            if reference in STAGES:
-                if reference not in self.stage_tables:
+            if reference in STAGES:  # what DAPO from that stage reaches: its expert's gate table, planned first
+                table = self.steps.get(f"tables/{reference}")
+                if table is None:
                     raise ValueError(f"step {name}: consolidation.gate_reference={reference} needs that stage's "
                                      "expert table; set pipeline.teacher_samples > 0")
-                wiring.append(f"consolidation.gate_reference={self.stage_tables[reference].run_dir}")
-                after.append(self.stage_tables[reference].name)
+                wiring.append(f"consolidation.gate_reference={table.run_dir}")
+                after.append(table.name)
         pool = composed["teacher_pool"]["teachers"]
         if len(pool) != len(experts):
             raise ValueError(f"step {name}: teacher_pool has {len(pool)} teachers for {len(experts)} experts")
