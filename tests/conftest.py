@@ -11,6 +11,14 @@ from helpers import AND2, COUNTER, PROMPT
 REPO = Path(__file__).resolve().parent.parent
 SHARED_CVDP = REPO.parent / "shared" / "cvdp"
 PROBE_DIR = Path(__file__).resolve().parent / "numerics_probe"
+# The files whose tests run what a GPU run does differently (fused AdamW and clipping under bf16-mixed,
+# the inference copy, activation checkpointing, packing, lean log-probs, static-cache and shared-prefix
+# generation, stop ids, FSDP2, the vLLM engine's stand-in, the memory plan, the one-shot check) on the
+# CPU: marked gpu_path, so that `pytest -m gpu_path` runs them under other torch/transformers versions
+GPU_PATH = {"test_gpu_path.py", "test_precision.py", "test_devices.py", "test_inference_copy.py",
+            "test_lean_logprobs.py", "test_packing.py", "test_hf_generation.py", "test_fsdp.py",
+            "test_trainer_setup.py", "test_vllm_engine.py", "test_vllm_lifecycle.py", "test_memory_plan.py",
+            "test_gpu_oneshot.py"}
 
 
 def pytest_addoption(parser):
@@ -28,6 +36,12 @@ def pytest_configure(config):
         probe_module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(probe_module)
         probe_module.apply(probe)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in GPU_PATH:
+            item.add_marker(pytest.mark.gpu_path)
 
 
 @pytest.fixture(scope="session")
