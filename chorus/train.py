@@ -183,11 +183,11 @@ def checked_job(cfg: DictConfig, overrides: list[str]) -> tuple[dict, str]:
 
 
 def check_lightning(conf: TrainConf) -> None:
-    """trainer.extra and trainer.callbacks against Lightning, and ckpt_path's file, before anything starts."""
-    if conf.trainer.extra or conf.trainer.callbacks:
-        from .trainer_setup import check_trainer
+    """The trainer settings (trainer.extra and trainer.callbacks against Lightning, the fused optimizer
+    against torch) and ckpt_path's file, before anything starts."""
+    from .trainer_setup import check_trainer
 
-        check_trainer(conf.trainer)
+    check_trainer(conf.trainer)
     if conf.ckpt_path and not Path(conf.ckpt_path).is_file():
         raise ValueError(f"ckpt_path={conf.ckpt_path} is not a file; give a Lightning checkpoint (e.g. "
                          "<run dir>/ckpt/last.ckpt)")

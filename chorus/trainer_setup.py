@@ -31,7 +31,8 @@ OWNED = {"max_steps": "rl.steps (sft_stage.steps for SFT)", "max_epochs": "rl.st
 
 def check_trainer(trainer: TrainerConf) -> None:
     """Refuse trainer.extra keys Lightning's Trainer does not take (with the nearest one) or that chorus
-    sets itself, trainer.callbacks entries without a _target_, and CPU offload without FSDP; one line each."""
+    sets itself, trainer.callbacks entries without a _target_, CPU offload without FSDP, and a fused
+    optimizer torch cannot run there; one line each."""
     accepted = set(inspect.signature(L.Trainer.__init__).parameters) - {"self"}
     for key in trainer.extra or {}:
         if key in OWNED:
@@ -43,6 +44,7 @@ def check_trainer(trainer: TrainerConf) -> None:
     if trainer.fsdp_cpu_offload and trainer.strategy != "fsdp":
         raise ValueError(f"trainer.fsdp_cpu_offload=true needs trainer.strategy=fsdp (it is {trainer.strategy}); "
                          "set trainer=fsdp or trainer.fsdp_cpu_offload=false")
+    fused_optimizer(trainer)
     for i, spec in enumerate(trainer.callbacks or []):
         if not isinstance(spec, dict) or not isinstance(spec.get("_target_"), str):
             raise ValueError(f"trainer.callbacks.{i} needs a _target_ (e.g. "
@@ -117,6 +119,27 @@ def eval_device(trainer: TrainerConf, cuda_available: bool | None = None) -> tor
     if isinstance(devices, (list, tuple)) or OmegaConf.is_list(devices):
         return torch.device("cuda", int(list(devices)[0]))
     return torch.device("cuda", 0)  # a count (or "auto", -1) starts at device 0
+
+
+def fused_optimizer(trainer: TrainerConf) -> bool:
+    """Whether the trainers' AdamW is torch's fused kernel (trainer.fused_optimizer; null: where training
+    runs on a GPU, unless under 16-mixed). A fused AdamW where torch has no kernel for the device, or
+    under 16-mixed (its gradient scaler would unscale inside the fused step, after chorus's clip), is
+    refused in one line."""
+    from .rl.optimizer import fused_devices
+
+    scaled = str(trainer.precision) in ("16-mixed", "16")
+    device = eval_device(trainer).type
+    if trainer.fused_optimizer is None:
+        return device == "cuda" and not scaled
+    if trainer.fused_optimizer and device not in fused_devices():
+        raise ValueError(f"trainer.fused_optimizer=true: torch {torch.__version__} has no fused AdamW for {device}; "
+                         "set trainer.fused_optimizer=false (or null)")
+    if trainer.fused_optimizer and scaled:
+        raise ValueError(f"trainer.fused_optimizer=true under trainer.precision={trainer.precision}: the gradient "
+                         "scaler would unscale inside the fused step, after the clip; use bf16-mixed or "
+                         "trainer.fused_optimizer=false")
+    return bool(trainer.fused_optimizer)
 
 
 def use_gradient_checkpointing(model, trainer: TrainerConf) -> bool:

@@ -213,6 +213,11 @@ class TrainerConf:
     # always under flash/flex attention; under sdpa/eager, which score every token pair of the pack,
     # when tokens^2 <= rows x longest^2. true = every pass (refused where the model cannot); false = padded
     pack_sequences: Optional[bool] = None
+    # AdamW as torch's fused kernel (one kernel over all parameters; foreach's transient copies of every
+    # state tensor cost ~15 GiB at 4B). null = where training runs on a GPU (not under 16-mixed, whose
+    # gradient scaler a fused step would own); true = wherever torch has the kernel, the CPU included
+    # (refused where it has none); false = foreach. Clipping works with it (rl/optimizer.py)
+    fused_optimizer: Optional[bool] = None
     # any other argument of Lightning's Trainer (+trainer.extra.accumulate_grad_batches=4), checked against
     # its signature; those chorus sets itself are refused with the setting that owns them (trainer_setup)
     extra: Dict[str, Any] = field(default_factory=dict)

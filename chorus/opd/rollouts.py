@@ -59,8 +59,7 @@ class TeacherModels:
         finally:
             if not self.keep:
                 del model
-                if self.device.type == "cuda":
-                    torch.cuda.empty_cache()  # room for the next teacher
+                torch.cuda.empty_cache()  # room for the next teacher (nothing to do where CUDA never started)
 
 
 def collect_opd(draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, rewards: TeacherRewards,

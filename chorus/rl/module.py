@@ -2,8 +2,8 @@
 the rollout (generation + simulation) runs in `on_train_batch_start`, outside `training_step`.
 The step recomputes the old log-probs with the policy itself (no grad, sampling temperature), then
 takes rl.epochs x rl.mini_batches optimizer steps (DAPO/PPO): each mini-batch is micro-batched
-forward/backward passes under one normaliser for that mini-batch, clipped through
-`self.clip_gradients`. Lightning's global_step (and so max_steps, save_every, resume) counts
+forward/backward passes under one normaliser for that mini-batch, clipped by rl/optimizer.py's
+`clip_grad_norm`. Lightning's global_step (and so max_steps, save_every, resume) counts
 rollouts; the LR schedule steps once per rollout. Under DDP every rank runs the same schedule of
 backward passes and optimizer steps whatever rows it kept (`_plan`), so no collective waits forever;
 under FSDP (chorus/fsdp.py) every forward is a collective too, so the old log-probs' forwards are
@@ -22,21 +22,22 @@ from torch.distributed.fsdp import FSDPModule
 from ..config.schema import RLConf, TrainerConf
 from .algos import RLAlgo
 from .logprobs import Forward, forward_logprobs
+from .optimizer import adamw, clip_grad_norm
 from .losses import (clipped_pg_loss, k3_kl, micro_slices, minibatch_counts, minibatch_normalizers, minibatch_slices,
                      tis_weights)
 from .packing import pass_tokens, why_not_packable
 from .rollouts import RolloutBatch
 
 
-def sync_engine(optimizer, model, sync: Callable, device: torch.device) -> None:
+def sync_engine(optimizer, model, sync: Callable) -> None:
     """The weight sync after an update, with the update's memory freed first: its gradients (set to
     None; on_train_batch_start would free them only before the next rollout) and, on CUDA, the
     blocks PyTorch's cache still holds from the update's peak. A sleeping vLLM engine maps its
     memory outside PyTorch's allocator when the sync wakes it, so memory PyTorch keeps cached is
-    memory vLLM cannot have (vLLM issue 15254: the OOM at the first wake after an update)."""
+    memory vLLM cannot have (vLLM issue 15254: the OOM at the first wake after an update). The same
+    calls on every device: torch's empty_cache does nothing where CUDA was never initialised."""
     optimizer.zero_grad(set_to_none=True)
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    torch.cuda.empty_cache()
     sync(model)
 
 
@@ -76,10 +77,12 @@ class RLModule(L.LightningModule):
     """`rl` gives the update's settings (lr, weight_decay, warmup_steps, micro_batch, grad_clip,
     temperature, max_new_tokens); `identity` is what a resumed checkpoint must match; `logit_chunk`
     (trainer.logit_chunk) how many completion positions' logits exist at once (rl/logprobs.py);
-    `pack_sequences` (trainer.pack_sequences) whether passes run their rows unpadded (rl/packing.py)."""
+    `pack_sequences` (trainer.pack_sequences) whether passes run their rows unpadded (rl/packing.py);
+    `fused` (trainer.fused_optimizer, resolved) whether AdamW is torch's fused kernel."""
 
     def __init__(self, model, algo: RLAlgo, rl: RLConf, hooks: Hooks, identity: dict, ref_model=None,
-                 logit_chunk: int = 1024, pack_sequences: bool | None = TrainerConf.pack_sequences):
+                 logit_chunk: int = 1024, pack_sequences: bool | None = TrainerConf.pack_sequences,
+                 fused: bool = False):
         super().__init__()
         self.automatic_optimization = False
         self.model = model
@@ -89,6 +92,7 @@ class RLModule(L.LightningModule):
         self.algo, self.rl, self.hooks, self.identity = algo, rl, hooks, identity
         self.logit_chunk = logit_chunk
         self.pack_sequences = pack_sequences
+        self.fused = fused
         self.batch: RolloutBatch | None = None
 
     @property
@@ -149,7 +153,7 @@ class RLModule(L.LightningModule):
             opt.step()
         sched.step()  # once per rollout: rl.warmup_steps counts rollouts, like rl.steps
         if self.hooks.sync_weights:
-            sync_engine(opt, self.model, self.hooks.sync_weights, self.device)
+            sync_engine(opt, self.model, self.hooks.sync_weights)
         stats.update(b.stats, update_s=time.monotonic() - t0, lr=sched.get_last_lr()[0],
                      update_skipped=float(not plan.steps))
         self.log_dict({f"train/{k}": float(v) for k, v in stats.items()}, on_step=True, batch_size=1)
@@ -209,7 +213,7 @@ class RLModule(L.LightningModule):
             opt.zero_grad(set_to_none=True)
             st = self._backward(b, plan.slices[k], plan.normalizers[k], plan.micro[k])
             sums["grad_norm"] += self._grad_norm()
-            self.clip_gradients(opt, gradient_clip_val=self.rl.grad_clip, gradient_clip_algorithm="norm")
+            clip_grad_norm(self, opt, self.rl.grad_clip)
             if i == n_steps - 1:
                 opt.step()
             else:
@@ -332,9 +336,7 @@ class RLModule(L.LightningModule):
 
     def configure_optimizers(self):
         params = [p for p in self.model.parameters() if p.requires_grad]
-        # fused on CUDA: the foreach kernels' transient copies of every state tensor (~15 GiB at 4B) are not made
-        opt = torch.optim.AdamW(params, lr=self.rl.lr, weight_decay=self.rl.weight_decay,
-                                fused=self.device.type == "cuda" or None)
+        opt = adamw(params, self.rl.lr, self.rl.weight_decay, self.fused)
 
         def schedule(step: int) -> float:  # linear warmup, then constant (RL runs are short and open-ended)
             return min(1.0, (step + 1) / max(1, self.rl.warmup_steps))

@@ -27,7 +27,7 @@ from ..policy.engines import SamplingParams, make_engine
 from ..policy.inference_copy import InferenceCopy, use_inference_copy
 from ..policy.models import check_dtype, export_merged, load_model, merged_lora_weights, torch_dtype
 from ..tracking.timing import add_seconds
-from ..trainer_setup import build_trainer, eval_device, lightning_errors, use_gradient_checkpointing
+from ..trainer_setup import build_trainer, eval_device, fused_optimizer, lightning_errors, use_gradient_checkpointing
 from .algos import RLAlgo
 from .checkpoints import WeightSnapshots, resume_checkpoint, resume_step
 from .module import Hooks, RLModule
@@ -260,7 +260,8 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
                       start=start_and_validate if selection else sampler_start)
         use_gradient_checkpointing(model, trainer)
         module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
-                                  logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
+                                  logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences,
+                                  fused=fused_optimizer(trainer))
         last = ckpt_dir / "last.ckpt"
         resume = str(last) if rl.resume and last.exists() else ckpt_path
         _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), resume_step(resume) if resume else 0)

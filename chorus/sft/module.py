@@ -11,6 +11,7 @@ import torch
 from ..config.schema import TrainerConf
 from ..rl.logprobs import forward_logprobs
 from ..rl.losses import sft_loss
+from ..rl.optimizer import adamw, clip_grad_norm
 
 log = logging.getLogger("chorus.sft")
 
@@ -18,7 +19,7 @@ log = logging.getLogger("chorus.sft")
 class SFTModule(L.LightningModule):
     def __init__(self, model, lr: float = 1e-3, weight_decay: float = 0.0, warmup_steps: int = 10,
                  total_steps: int = 100, on_step=None, logit_chunk: int = 1024,
-                 pack_sequences: bool | None = TrainerConf.pack_sequences):
+                 pack_sequences: bool | None = TrainerConf.pack_sequences, fused: bool = False):
         super().__init__()
         self.model = model
         self.lr, self.weight_decay = lr, weight_decay
@@ -27,6 +28,7 @@ class SFTModule(L.LightningModule):
         self.on_step = on_step  # (step, scalars) -> None, e.g. a W&B mirror
         self.logit_chunk = logit_chunk
         self.pack_sequences = pack_sequences  # trainer.pack_sequences (rl/packing.py)
+        self.fused = fused  # trainer.fused_optimizer, resolved (rl/optimizer.py)
 
     def training_step(self, batch, batch_idx):
         labels = batch["labels"]
@@ -42,8 +44,7 @@ class SFTModule(L.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        opt = torch.optim.AdamW(self.model.parameters(), lr=self.lr, weight_decay=self.weight_decay,
-                                fused=self.device.type == "cuda" or None)  # no foreach transient copies on CUDA
+        opt = adamw(self.model.parameters(), self.lr, self.weight_decay, self.fused)
 
         def schedule(step: int) -> float:
             if step < self.warmup_steps:
@@ -52,3 +53,8 @@ class SFTModule(L.LightningModule):
 
         sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        # the trainer's gradient_clip_val (sft_stage's grad_clip), clipped as RL clips (rl/optimizer.py):
+        # Lightning's own clip refuses a fused AdamW even under bf16-mixed
+        clip_grad_norm(self, optimizer, gradient_clip_val or 0.0)

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 from ..config.schema import TrainerConf
 from ..policy.models import export_merged, load_model
 from ..rl.preemption import StopOnSignal
-from ..trainer_setup import build_trainer, lightning_errors, use_gradient_checkpointing
+from ..trainer_setup import build_trainer, fused_optimizer, lightning_errors, use_gradient_checkpointing
 from .data import Example
 from .dataset import Collator, encode
 from .module import SFTModule
@@ -40,7 +40,8 @@ def train_sft(init: str, examples: list[Example], out_dir: str | Path, steps: in
                         generator=torch.Generator().manual_seed(seed))
     use_gradient_checkpointing(model, trainer)
     module = SFTModule(model, lr=lr, warmup_steps=warmup_steps, total_steps=steps, on_step=on_step,
-                       logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
+                       logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences,
+                       fused=fused_optimizer(trainer))
     fit = sft_trainer(trainer, steps, grad_clip, out_dir)
     with lightning_errors():
         fit.fit(module, loader)
