@@ -169,7 +169,6 @@ def test_the_sync_after_an_update_frees_the_gradients_then_wakes_weights_loads_r
     assert not engine.asleep and not llm.sleeping
     trained = trainer.state_dict()
     assert all(torch.equal(v, trained[k]) for k, v in llm.weights().items())
-    engine.sleep()
     awake = len(llm.calls)
     sync_engine(opt, trainer, _engine_sync(engine))  # rl.vllm_sleep=false: nothing to wake
     assert llm.calls[awake:] == ["free grads", "empty cache", "load", "reset"]
