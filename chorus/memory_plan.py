@@ -21,6 +21,7 @@ CUDA context, allocator fragmentation and kernel workspaces, hence HEADROOM.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,6 +198,23 @@ def plan(job: Job, device_gib: float) -> dict:
     phase = max(("update", "rollout", "transition"), key=totals.get)  # ties: the earlier phase is named
     return {"items": gib, **totals, "peak": totals[phase], "phase": phase, "engine": job.engine,
             "device": device_gib, "fits": totals[phase] <= HEADROOM * device_gib, "params": p}
+
+
+def fitting_micro_batch(job: Job, device_gib: float, cap: int) -> int | None:
+    """rl.micro_batch=null (auto): the most rows per forward/backward, at most `cap` (a mini-batch's
+    rows: more would never be used), whose plan fits `device_gib`; None when not even one row fits.
+    Only the update's activations and logits grow with the rows, so the largest fitting count is found
+    by bisection."""
+    def fits(rows: int) -> bool:
+        return plan(dataclasses.replace(job, micro_rows=rows), device_gib)["fits"]
+
+    if not fits(1):
+        return None
+    low, high = 1, max(1, cap)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    return low
 
 
 # the setting that shrinks each item, for the refusal
