@@ -80,11 +80,22 @@ class Arch:
         return 2 * self.hidden + 1 + 2 * self.head_dim
 
 
+def _hub_config(path: str) -> dict | None:
+    """A hub id's config.json from transformers' cache (a model downloaded before)."""
+    try:
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(path, local_files_only=True).to_dict()  # never a network wait
+    except Exception:  # not a model id transformers can resolve here: the caller's one-line error
+        return None
+
+
 def arch_of(path: str) -> Arch:
-    """The architecture of a checkpoint: its config.json when it is a local dir, else a published one."""
+    """The architecture of a checkpoint: its config.json when it is a local dir, a published one, else
+    the config of a hub id in transformers' cache."""
     cfg = Path(path) / "config.json"
-    if cfg.exists():
-        c = json.loads(cfg.read_text())
+    c = json.loads(cfg.read_text()) if cfg.exists() else (None if path in KNOWN else _hub_config(path))
+    if c is not None:
         c = c.get("text_config", c)
         heads = c["num_attention_heads"]
         return Arch(c["hidden_size"], c["num_hidden_layers"], heads, c.get("num_key_value_heads", heads),
@@ -92,8 +103,8 @@ def arch_of(path: str) -> Arch:
                     bool(c.get("tie_word_embeddings", False)))
     if path in KNOWN:
         return Arch(**KNOWN[path])
-    raise ValueError(f"cannot plan memory for {path}: no config.json there and not one of {sorted(KNOWN)}; "
-                     "give a local checkpoint dir")
+    raise ValueError(f"cannot plan memory for {path}: no config.json there, not one of {sorted(KNOWN)} and not "
+                     "found by transformers; give a local checkpoint dir (or rl.micro_batch=N)")
 
 
 @dataclass(frozen=True)
@@ -265,6 +276,13 @@ def plan_text(result: dict, what: str) -> str:
     return "\n".join(rows)
 
 
+def host_gib() -> float:
+    """The machine's memory: the device a CPU run trains on."""
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+
+
 def cuda_total_gib(device) -> float:
     """The CUDA device's memory as the driver reports it (an H200: about 140 GiB, not its 141 GB label)."""
     import torch
@@ -288,7 +306,7 @@ def train_job(job: str, conf, policy: str, cuda: bool) -> Job:
         return Job(**common, row_tokens=s.max_tokens, completion_tokens=min(s.max_new_tokens, s.max_tokens),
                    micro_rows=s.batch_size, engine="none")
     row = rl.max_prompt_tokens + rl.max_new_tokens
-    rows = max(1, rl.micro_tokens // row) if rl.micro_tokens else rl.micro_batch
+    rows = max(1, rl.micro_tokens // row) if rl.micro_tokens else (rl.micro_batch or 1)  # auto: sized by plan_training
     lora = rl.lora.r
     q = arch.heads * arch.head_dim
     share = min(1.0, lora * arch.layers * (2 * arch.hidden + q) * 2 / arch.params) if lora else 1.0  # q and v
@@ -308,3 +326,46 @@ def train_job(job: str, conf, policy: str, cuda: bool) -> Job:
                engine=str(rl.engine), vllm_share=rl.vllm_memory, vllm_sleeps=rl.vllm_sleep,
                rollout_rows=rl.prompts_per_generate * rl.group_size, base_bytes=dtype_bytes if lora else 4,
                copy_bytes=dtype_bytes if copy else 0)
+
+
+def minibatch_rows(rl) -> int:
+    """The rows of one mini-batch of a rollout (rl.prompts_per_step x rl.group_size, cut into
+    rl.mini_batches): more rows per pass than that are never run."""
+    return -(-rl.prompts_per_step * rl.group_size // max(1, rl.mini_batches))
+
+
+def plan_training(kind: str, conf, policy: str, device_gib: float, gpu: bool, label: str = "") -> tuple[dict, str]:
+    """The memory plan of chorus.train's job `kind` (sft | rl | consolidation) under `conf` for `policy`
+    on a device of `device_gib` (`gpu`: planned as it runs on a GPU), and its text. rl.micro_batch=null
+    (RL and OPD, without rl.micro_tokens) is sized here, the most rows that fit (fitting_micro_batch),
+    and set in conf.rl; the text says so. Raises one line when the plan does not fit, or when even one
+    row per pass does not (PlanRefused: its `text` is the plan, at one row then). `label` names the job
+    in the text (default `kind`)."""
+    label = label or kind
+    auto = kind != "sft" and conf.rl.micro_batch is None and not conf.rl.micro_tokens
+    job = train_job(kind, conf, policy, cuda=gpu)
+    note = ""
+    if auto:
+        cap = minibatch_rows(conf.rl)
+        rows = fitting_micro_batch(job, device_gib, cap)
+        if rows is None:
+            result = plan(job, device_gib)
+            raise PlanRefused(plan_text(result, f"{label} from {policy} at rl.micro_batch=1"),
+                              f"rl.micro_batch=null (auto): not even one row per pass fits: {refusal(result)}")
+        conf.rl.micro_batch = rows
+        job = dataclasses.replace(job, micro_rows=rows)
+        note = (f"\n  rl.micro_batch=null (auto): {rows} rows per pass, the most that fit "
+                f"(a mini-batch has {cap}); set rl.micro_batch=N to fix it")
+    result = plan(job, device_gib)
+    text = plan_text(result, f"{label} from {policy}") + note
+    if not result["fits"]:
+        raise PlanRefused(text, refusal(result))
+    return result, text
+
+
+class PlanRefused(ValueError):
+    """A plan that does not fit: str() is the one-line refusal, `text` the whole plan."""
+
+    def __init__(self, text: str, line: str):
+        super().__init__(line)
+        self.text = text

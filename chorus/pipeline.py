@@ -34,6 +34,32 @@ def plan(c: dict) -> list:
     return plan_steps(c, lambda overrides: container(compose(config_name="train", overrides=overrides)))
 
 
+def plan_memory(steps: list) -> None:
+    """Every training step's memory plan (chorus.train's, with rl.micro_batch=null sized), before any
+    step runs: the first that does not fit is refused in one line that names it and the setting to
+    change. A step whose starting checkpoint does not exist yet is planned for the model's own
+    architecture (the stages, experts and students all have it)."""
+    from omegaconf import OmegaConf
+
+    from .policy.models import resolve_path
+    from .train import checked_job, memory_plan, planned_policy
+
+    for step in (s for s in steps if s.module == "chorus.train"):
+        cfg = compose(config_name="train", overrides=step.overrides)
+        c, job = checked_job(cfg, step.overrides)
+        conf = OmegaConf.to_object(cfg)
+        try:
+            policy = planned_policy(job, c, conf)
+        except ValueError:  # a planned stage dir that is not there yet
+            policy = None
+        if not policy or not (Path(policy) / "config.json").exists():
+            policy = resolve_path(**c["model"])
+        try:
+            memory_plan(job, c, conf, policy)
+        except ValueError as exc:
+            raise ValueError(f"step {step.name}: {str(exc).splitlines()[0]}") from exc
+
+
 def prepare(steps: list) -> dict | None:
     """Build the tiny model and tokenizer once (cached) before jobs that load it run side by side;
     a step record for the time table (None without a tiny base)."""
@@ -69,6 +95,7 @@ def main(cfg: DictConfig) -> None:
         steps = plan(c)
         quiet_third_party()
         base = prepare(steps)
+        plan_memory(steps)  # after prepare: the tiny model's architecture is then on disk
         records = run_steps(steps, runs_dir / "pipeline", jobs=c["jobs"], env={"OMP_NUM_THREADS": str(c["threads"])},
                             launcher=launcher)
         # the report covers exactly this plan's runs, whatever else runs_dir holds; the controls end it

@@ -258,37 +258,46 @@ def select_tasks(r: dict) -> list | None:
 JOBS = {"sft": (sft_inputs, sft), "rl": (rl_inputs, rl), "consolidation": (consolidation_inputs, consolidate)}
 
 
-def memory_plan(job: str, c: dict, conf: TrainConf) -> str | None:
-    """The per-device memory plan of a GPU job (or of any job with plan_only=true) as text; raises a
-    one-line error when it does not fit (after printing the plan under plan_only). None for jobs that
-    train nothing on a GPU (merges, CPU runs)."""
+def planned_policy(job: str, c: dict, conf: TrainConf) -> str:
+    """The checkpoint whose architecture a training job's memory plan is for: the one it trains."""
+    from .sft.stages import resolve_init, stage_init_checkpoint
+
+    if job == "sft":
+        return conf.sft_stage.checkpoint or resolve_init(conf.sft_stage.init, c["model"], conf.runs_dir)
+    if job == "rl":
+        return stage_init_checkpoint(conf.sft_stage.name, conf.sft_stage.checkpoint, conf.runs_dir)
+    return conf.teacher_pool.teachers[0].checkpoint  # OPD: the student has its teachers' architecture
+
+
+def memory_plan(job: str, c: dict, conf: TrainConf, policy: str | None = None) -> str | None:
+    """The per-device memory plan of a training job as text, for GPU jobs and plan_only=true (None
+    otherwise, and for merges); RL and OPD with rl.micro_batch=null (auto) have theirs sized by it on
+    every device (a CPU's is its memory). `policy`: a checkpoint of the trained one's architecture
+    (default: planned_policy). Raises one line when it does not fit (after printing the plan under
+    plan_only)."""
     import torch
 
     from . import memory_plan as mp
     from .trainer_setup import eval_device
-    from .sft.stages import resolve_init, stage_init_checkpoint
 
     cuda = eval_device(conf.trainer).type == "cuda"
-    if not (conf.plan_only or cuda) or (job == "consolidation" and conf.consolidation.name != "opd"):
+    auto = job != "sft" and conf.rl.micro_batch is None and not conf.rl.micro_tokens
+    if not (conf.plan_only or cuda or auto) or (job == "consolidation" and conf.consolidation.name != "opd"):
         return None
-    if job == "sft":
-        policy = conf.sft_stage.checkpoint or resolve_init(conf.sft_stage.init, c["model"], conf.runs_dir)
-    elif job == "rl":
-        policy = stage_init_checkpoint(conf.sft_stage.name, conf.sft_stage.checkpoint, conf.runs_dir)
-    else:  # OPD: the student has its teachers' architecture
-        policy = conf.teacher_pool.teachers[0].checkpoint
+    policy = policy or planned_policy(job, c, conf)
     device = conf.plan_device_gib
-    if device is None:
-        if not (cuda and torch.cuda.is_available()):
+    if device is None and cuda:
+        if not torch.cuda.is_available():
             raise ValueError("a memory plan without a GPU needs the device's size: plan_device_gib=<GiB>")
         device = mp.cuda_total_gib(eval_device(conf.trainer))
-    result = mp.plan(mp.train_job(job, conf, policy, cuda=True), device)
-    text = mp.plan_text(result, f"{job_label(job, c)} from {policy}")
-    if not result["fits"]:
+    gpu = cuda or conf.plan_only  # plan_only plans the job as it runs on a GPU
+    try:
+        _, text = mp.plan_training(job, conf, policy, device or mp.host_gib(), gpu, job_label(job, c))
+    except mp.PlanRefused as exc:
         if conf.plan_only:  # the whole plan, then the refusal
-            print(text)
-        raise ValueError(mp.refusal(result))
-    return text
+            print(exc.text)
+        raise
+    return text if gpu else None
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")

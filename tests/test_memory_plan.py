@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
-from chorus.memory_plan import GIB, KNOWN, Arch, Job, plan, plan_text, refusal
+from chorus.memory_plan import GIB, KNOWN, Arch, Job, fitting_micro_batch, plan, plan_text, refusal
 
 
 @pytest.mark.parametrize("name, total, non_embedding", [("Qwen/Qwen3-0.6B", 0.6e9, 0.44e9),
@@ -201,6 +201,17 @@ def job(**over) -> Job:
     return Job(**{**base, **over})
 
 
+def test_the_auto_micro_batch_is_the_most_rows_that_fit_up_to_a_mini_batch():
+    for device in (79.6, 100.0, 140.0, 200.0):
+        m = fitting_micro_batch(job(), device, 8)
+        assert plan(job(micro_rows=m), device)["fits"]
+        assert m == 8 or not plan(job(micro_rows=m + 1), device)["fits"]
+    # 4B at 8,192 tokens a row: 2 rows (71 GiB of 73.2 usable) on an 80 GB card, a mini-batch's 8 on 140 GiB
+    assert fitting_micro_batch(job(), 79.6, 8) == 2 and fitting_micro_batch(job(), 140.0, 8) == 8
+    assert fitting_micro_batch(job(), 60.0, 8) is None  # masters, AdamW and vLLM's 30 % need 63 GiB in the rollout
+    assert fitting_micro_batch(job(), 1e4, 3) == 3  # never more rows than a mini-batch has
+
+
 def test_a_plan_that_does_not_fit_names_its_phase_largest_item_and_the_setting():
     line = refusal(plan(job(checkpointing=False), 140.0))
     assert "\n" not in line and "in the update" in line and "most of it activations" in line
@@ -237,11 +248,13 @@ def test_plan_only_prints_the_recipes_three_phases_and_refuses_what_does_not_fit
     lines = ok.stdout.splitlines()
     assert "(4.02 B parameters)" in lines[0] and lines[1].split() == ["item", "rollout", "update", "transition"]
     assert "device 140.0 GiB: fits" in ok.stdout
-    expected = plan(job(), 140.0)  # the recipe: 8 rows of 6144 + 2048 tokens, vLLM at 30 %, checkpointed
+    # the recipe: 8 rows of 6144 + 2048 tokens (auto: a mini-batch's 8 fit 140 GiB), vLLM at 30 %, checkpointed
+    expected = plan(job(), 140.0)
+    assert "rl.micro_batch=null (auto): 8 rows per pass" in ok.stdout
     total = next(line for line in lines if line.split()[0] == "total").split()[1:]
     assert total == [f"{expected[ph]:.1f}" for ph in ("rollout", "update", "transition")]
     assert not any(tmp_path.glob("rl/*"))  # nothing ran, no run dir
-    bad = run("trainer.gradient_checkpointing=false")
+    bad = run("trainer.gradient_checkpointing=false", "rl.micro_batch=8")  # a number wins over the plan
     assert bad.returncode == 2 and "does NOT fit" in bad.stdout
     assert bad.stderr.count("\n") == 1 and "trainer.gradient_checkpointing=true" in bad.stderr
     # the transition alone does not fit: FSDP over 2 gathers the full weights while vLLM holds 70 %
@@ -250,6 +263,15 @@ def test_plan_only_prints_the_recipes_three_phases_and_refuses_what_does_not_fit
     row = next(line for line in wake.stdout.splitlines() if line.startswith("  full weights for the sync"))
     assert row.split()[-3:] == ["0.0", "0.0", f"{4 * job().arch.params / GIB:.1f}"]
     assert wake.stderr.count("\n") == 1 and "in the transition" in wake.stderr and "rl.vllm_memory" in wake.stderr
+    # an 80 GB card (an H100 reports about 79.6 GiB): auto takes 2 rows a pass, and the recipe fits
+    h100 = run("plan_device_gib=79.6")
+    assert h100.returncode == 0 and "device 79.6 GiB: fits" in h100.stdout, h100.stderr
+    assert "rl.micro_batch=null (auto): 2 rows per pass" in h100.stdout
+    assert f"{plan(job(micro_rows=2), 79.6)['update']:.1f}" in h100.stdout.split("total")[1].split()[:3]
+    # not even one row fits 40 GiB (AdamW's state alone is 30): refused with the plan at one row
+    small = run("plan_device_gib=40")
+    assert small.returncode == 2 and "at rl.micro_batch=1" in small.stdout and "does NOT fit" in small.stdout
+    assert small.stderr.count("\n") == 1 and "not even one row per pass fits" in small.stderr
     cpu = subprocess.run([sys.executable, "-m", "chorus.train", *RECIPE[:-1], f"hydra.run.dir={tmp_path}/h2"],
                          capture_output=True, text=True, timeout=300)
     assert cpu.returncode == 2 and "plan_device_gib=<GiB>" in cpu.stderr

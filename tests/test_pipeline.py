@@ -188,6 +188,18 @@ def test_runner_skips_done_steps_and_stops_at_a_failure(tmp_path, cache_root):
     assert records[0]["status"] == "skipped (done)"
 
 
+@pytest.mark.slow
+def test_every_training_steps_memory_is_planned_before_any_step_runs(tmp_path, cache_root):
+    """A device too small for smoke's first RL step (its auto micro-batch cannot fit one row) is refused
+    in one line naming that step, before the SFT stages ahead of it run."""
+    env = {**__import__("os").environ, "CHORUS_CACHE_DIR": str(cache_root)}
+    p = subprocess.run([sys.executable, "-m", "chorus.pipeline", "pipeline=smoke", f"runs_dir={tmp_path}",
+                        'extra=["plan_device_gib=0.001"]'], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr[-2000:]
+    assert p.stderr.startswith("chorus.pipeline: error: step rl/stage0: rl.micro_batch=null (auto): not even one row")
+    assert not list(tmp_path.glob("sft/*")) and not list(tmp_path.glob("rl/*"))  # nothing ran
+
+
 def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     """pipeline=smoke: every step for real on the xs model, REPORT.md, then a re-run that skips them all."""
     env = {**__import__("os").environ, "CHORUS_CACHE_DIR": str(cache_root)}

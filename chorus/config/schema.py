@@ -257,7 +257,10 @@ class RLConf:
     # tiny preset sets 16: 1.5x the samples/s of 4 at 4 samples each) and need more memory on a GPU
     prompts_per_generate: int = 4
     group_size: int = 8
-    micro_batch: int = 8  # sequences per forward/backward
+    # sequences per forward/backward; null = auto: the most that the memory plan (chorus/memory_plan.py)
+    # fits on the device found (a GPU's memory, plan_device_gib, or on a CPU the machine's), at most a
+    # mini-batch's rows, printed with the plan; a number always wins
+    micro_batch: Optional[int] = None
     # when set: a forward/backward takes as many consecutive rows as fit in this many tokens (rows x the
     # longest of them; verl's token-budget micro-batches), instead of rl.micro_batch rows
     micro_tokens: Optional[int] = None

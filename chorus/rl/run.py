@@ -126,6 +126,9 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
         raise ValueError(f"rl.group_size={rl.group_size} with {algo.name}'s std-normalised advantage: a group of 1 "
                          "has no std; use rl.group_size >= 2 or rl_algo=dr_grpo")
     check_dtype(rl.export_dtype, "rl.export_dtype")
+    if rl.micro_batch is None and not rl.micro_tokens:
+        raise ValueError("rl.micro_batch=null (auto) is sized by chorus.train from the memory plan "
+                         "(memory_plan.plan_training); give a number when calling train_rl or train_opd directly")
     if trainer.strategy == "fsdp" and rl.lora.r > 0:  # the vLLM sync merges each adapted layer whole
         raise ValueError("trainer=fsdp with LoRA is not supported (the vLLM sync merges the adapter into whole, "
                          "unsharded layers); use trainer=ddp with LoRA, or full fine-tuning (rl.lora.r=0)")
