@@ -165,3 +165,20 @@ def test_a_model_whose_logits_are_not_its_head_of_its_body_takes_the_full_path()
     _, logp_full, ent_full = full(model, ids, attn, mask, 0.9)
     torch.testing.assert_close(f.logp, logp_full, rtol=0, atol=1e-12)
     torch.testing.assert_close(f.entropy, ent_full, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_no_log_prob_forward_builds_a_kv_cache(pack):
+    """Teachers, the reference and the old log-probs run in eval mode without gradients, where a
+    transformers model keeps every layer's keys and values unless told not to (~9.7 GB at 4B, 8 x 8,192
+    tokens). Every forward the lean path makes, the head-split check's included, asks for no cache."""
+    model, (ids, attn, mask) = qwen(), batch()
+    model.eval()
+    asked = []
+    for module in (model, model.get_decoder()):
+        module.register_forward_pre_hook(lambda m, args, kwargs: asked.append(kwargs.get("use_cache")),
+                                         with_kwargs=True)
+    with torch.no_grad():
+        f = forward_logprobs(model, ids, attn, mask, 1.0, pack=pack)
+    assert asked and set(asked) == {False}  # the check's full and split forwards, then the lean body
+    assert torch.isfinite(f.logp).all()

@@ -291,7 +291,7 @@ class RLModule(L.LightningModule):
         trainable parameter (the adapter's only, under LoRA) takes part, so DDP's gradient all-reduce
         matches the other ranks' real pass; no objective runs (OPD's teachers are not called)."""
         ids = torch.zeros(1, 1, dtype=torch.long, device=self.device)
-        logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
         self.manual_backward(logits.float().sum() * 0.0)
 
     def _forward(self, model, ids, attn, mask, with_entropy: bool = False) -> Forward:
