@@ -61,7 +61,7 @@ def main() -> None:
           f"{args.threads} threads; <= {args.max_new_tokens} new tokens, T=0.5")
 
     def run(once: bool, n: int, params: SamplingParams):
-        return shared_decode(model, tok, prompts, n, params, tok.eos_token_id, prefix_once=once)
+        return shared_decode(model, tok, prompts, n, params, (tok.eos_token_id,), prefix_once=once)
 
     for temperature, label in ((0.0, "greedy"), (0.5, "sampled, seed 0")):
         params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=temperature, seed=0)

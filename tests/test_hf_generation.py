@@ -463,9 +463,9 @@ def test_keeping_each_prompt_s_prefix_once_gives_the_copied_prefix_s_tokens_and_
         for (model, tok), prompts, params in [(fenced, PROMPTS, sampled), (scripted[:2], S_PROMPTS, GREEDY)]:
             assert pa.applies(model)
             calls.clear()
-            once = shared_decode(model, tok, prompts, 5, params, tok.eos_token_id)
+            once = shared_decode(model, tok, prompts, 5, params, (tok.eos_token_id,))
             assert len(calls) >= model.config.num_hidden_layers  # the prefix path decoded
-            copied = shared_decode(model, tok, prompts, 5, params, tok.eos_token_id, prefix_once=False)
+            copied = shared_decode(model, tok, prompts, 5, params, (tok.eos_token_id,), prefix_once=False)
             assert once[0] == copied[0] and once[2] == copied[2]
             assert len({len(t) for t in once[0]}) > 1  # rows ended at different steps
             assert max(abs(x - y) for a, b in zip(once[1], copied[1]) for x, y in zip(a, b)) < 1e-4

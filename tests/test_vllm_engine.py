@@ -166,7 +166,7 @@ def test_generate_sends_the_trainers_token_ids_and_reads_the_sampled_tokens_logp
     gens = VLLMEngine(llm, tok, dict, Generation).generate(prompts, 2, params)
     _, requests, sampling = llm.calls[0]
     assert requests == [{"prompt_token_ids": tok(p, add_special_tokens=False)["input_ids"]} for p in prompts]
-    assert sampling == sampling_kwargs(2, params)
+    assert sampling == sampling_kwargs(2, params, (tok.eos_token_id,))  # built without a checkpoint: the tokenizer's
     first = gens[0][0]
     # its tokens (5, 6) close no fence, whatever the stand-in's text says: the rule reads the tokens
     # (test_vllm_lifecycle.py cuts real fenced completions)

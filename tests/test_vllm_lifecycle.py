@@ -86,6 +86,38 @@ def test_vllm_arguments_bound_the_sequence_and_join_an_existing_process_group():
     assert "stop" not in sampling_kwargs(2, SamplingParams())  # the fence rule is applied afterwards
 
 
+def test_hf_and_vllm_stop_at_every_eos_id_the_generation_config_lists(tiny_xs, tmp_path, monkeypatch):
+    """A checkpoint whose generation config lists an EOS id its tokenizer does not name (Qwen3 lists
+    <|endoftext|> beside <|im_end|>): the HF engine and the vLLM engine (its stand-in, which stops as
+    vLLM does at the ids it is given) end at it, at the same token, with the same finish reason."""
+    import shutil
+
+    from transformers import GenerationConfig
+
+    from chorus.policy.engines import HFEngine, SamplingParams
+    from chorus.policy.models import load_model
+
+    model, tok = load_model("hf", path=str(tiny_xs))
+    prompt = ["<|im_start|>user\nmodule and2(input a, b, output y);<|im_end|>\n<|im_start|>assistant\n"]
+    greedy = SamplingParams(max_new_tokens=24, temperature=1.0, seed=3)  # seeded: both engines draw alike
+    free = HFEngine(model, tok, generation="plain").generate(prompt, 1, greedy)[0][0].token_ids
+    # the first token drawn for the first time after the first step: made an EOS id below
+    k = next(k for k in range(1, len(free)) if free[k] not in free[:k])
+    shutil.copytree(tiny_xs, tmp_path / "ckpt")
+    config = GenerationConfig.from_pretrained(tmp_path / "ckpt")
+    config.eos_token_id = [*config.eos_token_id, free[k]]
+    config.save_pretrained(tmp_path / "ckpt")
+    model, tok = load_model("hf", path=str(tmp_path / "ckpt"))
+    assert free[k] not in (tok.eos_token_id,)  # the tokenizer names another one
+    hf = HFEngine(model, tok, generation="plain").generate(prompt, 1, greedy)[0][0]
+    vllm_standin.install(monkeypatch)
+    engine = VLLMEngine.open(str(tmp_path / "ckpt"), tok, dtype="float32", seed=0, generation=Generation)
+    vl = engine.generate(prompt, 1, greedy)[0][0]
+    assert hf.token_ids == vl.token_ids == free[:k + 1]
+    assert hf.finish_reason == vl.finish_reason == "eos"
+    assert free[k] in engine.stops  # given to vLLM as stop_token_ids
+
+
 def test_the_fence_cut_is_the_hf_engines_rule(tiny_xs):
     from chorus.policy.models import load_model
 

@@ -94,7 +94,11 @@ class StandInLLM:
         p = sampling_params
         params = SamplingParams(max_new_tokens=p["max_tokens"], temperature=p["temperature"], top_p=p["top_p"],
                                 top_k=max(0, p["top_k"]), seed=p["seed"])
-        gens = HFEngine(self.model, self.tok, generation="plain").generate(prompts, n=p["n"], params=params)
+        # vLLM stops at its tokenizer's EOS and at every id of stop_token_ids (with the model's own
+        # generation config's EOS ids added): those given, and nothing else
+        stops = (self.tok.eos_token_id, *p.get("stop_token_ids", []))
+        gens = HFEngine(self.model, self.tok, generation="plain", stop_ids=stops).generate(prompts, n=p["n"],
+                                                                                           params=params)
         return [SimpleNamespace(outputs=[SimpleNamespace(
             text=g.text, token_ids=g.token_ids, finish_reason="length" if g.finish_reason == "length" else "stop",
             stop_reason=None, logprobs=[{t: SimpleNamespace(logprob=lp)} for t, lp in zip(g.token_ids, g.logprobs)])
@@ -104,10 +108,12 @@ class StandInLLM:
 def install(monkeypatch=None) -> None:
     """VLLMEngine.open builds a StandInLLM from the same llm_kwargs vLLM would get (and skips the
     version and import checks, which need vLLM)."""
+    from chorus.policy.stops import checkpoint_eos_ids
     from chorus.policy.vllm_engine import llm_kwargs
 
     def open_(cls, path, tokenizer, *, dtype, seed, generation, gpu_memory=0.85, **options):
-        return cls(StandInLLM(**llm_kwargs(path, dtype, seed, gpu_memory, **options)), tokenizer, dict, generation)
+        return cls(StandInLLM(**llm_kwargs(path, dtype, seed, gpu_memory, **options)), tokenizer, dict, generation,
+                   checkpoint_eos_ids(tokenizer, path))
 
     if monkeypatch is None:
         VLLMEngine.open = classmethod(open_)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .fence_stop import fence_closed
+from .stops import eos_ids, first_stop
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class HFEngine:
     streams_groups = True
 
     def __init__(self, model, tokenizer, threads: int | None = 1, generation: str = "shared",
-                 compile: bool | None = None):
+                 compile: bool | None = None, stop_ids: tuple[int, ...] | None = None):
         # The device is read at each generate call, not here: a trainer moves the model after the
         # engine is made (onto the GPU at fit start, back to the CPU at teardown). `generation`:
         # shared | plain | static | auto (rl.generation, policy.generation); `compile` forces or forbids
@@ -58,6 +59,8 @@ class HFEngine:
         resolve_mode(generation, "cpu")  # a bad mode fails here, not at the first rollout
         self.model, self.tok, self.threads = model, tokenizer, threads
         self.generation, self.compile = str(generation), compile
+        # every EOS id the model's generation config lists, as vLLM stops (policy/stops.py)
+        self.stops = tuple(stop_ids) if stop_ids else eos_ids(tokenizer, getattr(model, "generation_config", None))
         self._apply_threads()
 
     def _apply_threads(self) -> None:
@@ -95,7 +98,7 @@ class HFEngine:
                 if on_group is not None:
                     on_group(i, groups[i])
 
-            shared_decode(self.model, tok, prompts, n, params, tok.eos_token_id, on_prompt_done=done)
+            shared_decode(self.model, tok, prompts, n, params, self.stops, on_prompt_done=done)
             return groups, True
         expanded = [p for p in prompts for _ in range(n)]
         batch = tok(expanded, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
@@ -114,24 +117,23 @@ class HFEngine:
                                     params.top_p if sample else 1.0)
         out = self.model.generate(
             **batch, max_new_tokens=params.max_new_tokens, do_sample=sample, temperature=1.0, top_p=1.0, top_k=0,
-            use_cache=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, stopping_criteria=stop,
+            use_cache=True, pad_token_id=tok.pad_token_id, eos_token_id=list(self.stops), stopping_criteria=stop,
             logits_processor=procs, return_dict_in_generate=True, **extra)
         scores = procs[-1].finish(out.sequences)
         prompt_lens = batch["attention_mask"].sum(1).tolist()
         results = []
         for new, lp, prompt_len in zip(out.sequences[:, width:].tolist(), scores, prompt_lens):  # one copy each
             keep = len(new)
-            while keep and new[keep - 1] == tok.pad_token_id and tok.pad_token_id != tok.eos_token_id:
+            while keep and new[keep - 1] == tok.pad_token_id and tok.pad_token_id not in self.stops:
                 keep -= 1
-            if tok.eos_token_id in new[:keep]:
-                keep = new.index(tok.eos_token_id) + 1
+            keep = first_stop(new[:keep], self.stops) or keep
             results.append(self._generation(new[:keep], lp[:keep], prompt_len))
         return [results[i * n:(i + 1) * n] for i in range(len(prompts))], False
 
     def _generation(self, new: list[int], logprobs: list[float], prompt_len: int) -> Generation:
         """A row's completion (ending at its EOS when it has one) as a Generation."""
         text = self.tok.decode(new, skip_special_tokens=True)
-        ended_eos = self.tok.eos_token_id in new
+        ended_eos = bool(new) and new[-1] in self.stops
         reason = "eos" if ended_eos else ("stop" if fence_closed(text) else "length")
         return Generation(text, new, [float(x) for x in logprobs], reason, prompt_len)
 

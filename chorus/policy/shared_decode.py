@@ -49,11 +49,12 @@ def warpers(params) -> LogitsProcessorList:
 
 
 @torch.no_grad()
-def shared_decode(model, tok, prompts: list[str], n: int, params, eos: int | None,
+def shared_decode(model, tok, prompts: list[str], n: int, params, eos: tuple[int, ...],
                   on_prompt_done=None, prefix_once: bool = True) -> tuple[list, list, list]:
     """(token ids, log-probs, prompt lengths) per row, rows in prompt-major order (n per prompt).
-    `on_prompt_done(i, tokens, logprobs, prompt_lens)` is called as soon as prompt i's n rows have all
-    finished (the lists as returned, complete for its rows), while the other rows still decode: a
+    A row ends at any id of `eos` (policy/stops.py). `on_prompt_done(i, tokens, logprobs, prompt_lens)`
+    is called as soon as prompt i's n rows have all finished (the lists as returned, complete for its
+    rows), while the other rows still decode: a
     rollout hands that group to the simulator at once, so simulation overlaps generation.
     prefix_once: keep each prompt's prefix once (prefix_attention.py) where the model allows; False
     copies it to every sample (the reference it is tested and benchmarked against)."""
@@ -101,7 +102,7 @@ def shared_decode(model, tok, prompts: list[str], n: int, params, eos: int | Non
                 tokens[r].append(t)
                 logprobs[r].append(v)
             closed = stop.update(chosen_l, live)
-            keep = [j for j, (r, t) in enumerate(zip(live, chosen_l)) if t != eos and not closed[r]]
+            keep = [j for j, (r, t) in enumerate(zip(live, chosen_l)) if t not in eos and not closed[r]]
             kept = set(keep)
             finished([r for j, r in enumerate(live) if j not in kept])
             if not keep:

@@ -36,6 +36,7 @@ import os
 from importlib.metadata import PackageNotFoundError, version
 
 from .fence_stop import FenceStop
+from .stops import checkpoint_eos_ids, eos_ids
 
 MIN_VLLM = "0.10.2"
 # The worker extension's import path (vLLM imports it inside its worker) and its one method; the
@@ -99,13 +100,14 @@ def llm_kwargs(path: str, dtype: str, seed: int, gpu_memory: float = GPU_MEMORY_
     return kw
 
 
-def sampling_kwargs(n: int, params) -> dict:
+def sampling_kwargs(n: int, params, stop_ids: tuple[int, ...] = ()) -> dict:
     """`vllm.SamplingParams(**...)` for `n` samples under our `SamplingParams` (engines.py): the
-    sampled token's log-prob at each step (logprobs=0); no stop string (the fence rule is applied
-    afterwards: fence_cut)."""
+    sampled token's log-prob at each step (logprobs=0); the EOS ids the HF engine stops at, given
+    explicitly (policy/stops.py; vLLM adds its model's own, the same list); no stop string (the fence
+    rule is applied afterwards: fence_cut)."""
     return dict(n=n, temperature=params.temperature, top_p=params.top_p,
                 top_k=params.top_k if params.top_k > 0 else TOP_K_DISABLED, max_tokens=params.max_new_tokens,
-                seed=params.seed, logprobs=0)
+                seed=params.seed, logprobs=0, stop_token_ids=list(stop_ids))
 
 
 def fence_cut(tokenizer, token_ids: list[int]) -> int | None:
@@ -149,8 +151,9 @@ class VLLMEngine:
     and `generation` our result type (engines.Generation: engines.py imports this module, so it
     hands the type in rather than this module importing it back)."""
 
-    def __init__(self, llm, tokenizer, sampling_params, generation):
+    def __init__(self, llm, tokenizer, sampling_params, generation, stop_ids: tuple[int, ...] | None = None):
         self.llm, self.tok, self.sampling_params, self.generation = llm, tokenizer, sampling_params, generation
+        self.stops = tuple(stop_ids) if stop_ids else eos_ids(tokenizer)  # open(): the checkpoint's list
         self.asleep = False
 
     @classmethod
@@ -165,7 +168,8 @@ class VLLMEngine:
         except ImportError as exc:
             raise ValueError(f"engine=vllm cannot import vllm ({exc}); check its install against this torch and CUDA, "
                              "or use engine=hf") from None
-        return cls(LLM(**llm_kwargs(path, dtype, seed, gpu_memory, **options)), tokenizer, SamplingParams, generation)
+        return cls(LLM(**llm_kwargs(path, dtype, seed, gpu_memory, **options)), tokenizer, SamplingParams, generation,
+                   checkpoint_eos_ids(tokenizer, path))
 
     def generate(self, prompts: list[str], n: int, params) -> list[list]:
         """`n` samples for each prompt under `params` (engines.SamplingParams); result[i][j] is sample j
@@ -176,7 +180,7 @@ class VLLMEngine:
             raise RuntimeError("the vLLM engine is asleep (its weights on the CPU); sync_weights wakes it")
         ids = [self.tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
         requests = [{"prompt_token_ids": i} for i in ids]
-        outputs = self.llm.generate(requests, self.sampling_params(**sampling_kwargs(n, params)), use_tqdm=False)
+        outputs = self.llm.generate(requests, self.sampling_params(**sampling_kwargs(n, params, self.stops)), use_tqdm=False)
         result = []
         for prompt_ids, request in zip(ids, outputs):
             gens = []

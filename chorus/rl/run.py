@@ -126,9 +126,6 @@ def check_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf) -> None:
         raise ValueError(f"rl.group_size={rl.group_size} with {algo.name}'s std-normalised advantage: a group of 1 "
                          "has no std; use rl.group_size >= 2 or rl_algo=dr_grpo")
     check_dtype(rl.export_dtype, "rl.export_dtype")
-    if rl.micro_batch is None and not rl.micro_tokens:
-        raise ValueError("rl.micro_batch=null (auto) is sized by chorus.train from the memory plan "
-                         "(memory_plan.plan_training); give a number when calling train_rl or train_opd directly")
     if trainer.strategy == "fsdp" and rl.lora.r > 0:  # the vLLM sync merges each adapted layer whole
         raise ValueError("trainer=fsdp with LoRA is not supported (the vLLM sync merges the adapter into whole, "
                          "unsharded layers); use trainer=ddp with LoRA, or full fine-tuning (rl.lora.r=0)")
@@ -156,6 +153,9 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     ctx.on_step also hears each step's scalars."""
     trainer = trainer or TrainerConf()
     check_run(algo, rl, trainer)
+    if rl.micro_batch is None and not rl.micro_tokens:
+        raise ValueError("rl.micro_batch=null (auto) is sized by chorus.train from the memory plan "
+                         "(memory_plan.plan_training); give a number when calling train_rl or train_opd directly")
     rl = dataclasses.replace(rl, steps=run_steps(rl, len(tasks)))
     if rl.select_every and not select_tasks:
         raise ValueError("rl.select_every chooses the checkpoint on validation tasks, and this run has none; "
