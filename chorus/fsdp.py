@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-from torch.distributed.fsdp import (CPUOffloadPolicy, FSDPModule, OffloadPolicy, fully_shard,
+from torch.distributed.fsdp import (CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard,
                                     register_fsdp_forward_method)
 
 # The sharded model's method that runs its body (the decoder without the output head) as a forward of
@@ -38,17 +38,35 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return layers
 
 
-def shard_model(model: torch.nn.Module, mesh, cpu_offload: bool = False) -> torch.nn.Module:
+def mixed_precision(precision: str) -> MixedPrecisionPolicy:
+    """FSDP2's policy for trainer.precision: under bf16-mixed (16-mixed) each unit's weights are gathered
+    in bf16 (fp16) for its compute, half the all-gather traffic and memory of fp32, and gradients are
+    reduce-scattered in fp32 into the fp32 master shards, so AdamW's small steps are not rounded away
+    (verl's and torchtitan's setting); otherwise nothing is cast."""
+    half = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "16-mixed": torch.float16, "16": torch.float16}
+    dtype = half.get(str(precision))
+    return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32) if dtype else MixedPrecisionPolicy()
+
+
+def shard_model(model: torch.nn.Module, mesh, cpu_offload: bool = False,
+                mp_policy: MixedPrecisionPolicy | None = None) -> torch.nn.Module:
     """FSDP2 over `mesh` (a 1-D device mesh): each decoder layer, then the root. `cpu_offload` keeps
     the parameter shards, gradients and so AdamW's states in CPU memory, moving each unit to the
-    device only for its compute."""
+    device only for its compute; `mp_policy` (mixed_precision) the dtypes units gather and reduce in."""
     # pinned host memory speeds the copies to a GPU; there is none to pin for when the mesh is the CPU's
     policy = CPUOffloadPolicy(pin_memory=mesh.device_type != "cpu") if cpu_offload else OffloadPolicy()
+    mp = mp_policy or MixedPrecisionPolicy()
     for layer in decoder_layers(model):
-        fully_shard(layer, mesh=mesh, offload_policy=policy)
+        fully_shard(layer, mesh=mesh, offload_policy=policy, mp_policy=mp)
     # The root keeps its weights gathered from its forward to its backward (FSDP2's default for the
     # root, said here because the lean path relies on it): the head runs after the body's forward.
-    fully_shard(model, mesh=mesh, offload_policy=policy, reshard_after_forward=False)
+    fully_shard(model, mesh=mesh, offload_policy=policy, mp_policy=mp, reshard_after_forward=False)
+    if mesh.device_type == "cpu":
+        # gloo: torch 2.8's (vLLM 0.11.0's) reduce-scatter sums under ReduceOp.AVG (2.13's averages), so
+        # gradients came out world-size times too large; a SUM and FSDP's own division are right on both
+        for unit in model.modules():
+            if isinstance(unit, FSDPModule):
+                unit.set_force_sum_reduction_for_comms(True)
     setattr(model, BODY_METHOD, types.MethodType(_body, model))
     register_fsdp_forward_method(model, BODY_METHOD)
     return model
@@ -81,9 +99,10 @@ class FSDP2Strategy(ModelParallelStrategy):
     tensor parallelism), checkpoints gathered into one file on rank 0 (the format a resume and
     `_checkpoint_step` read, as under ddp). The module calls `shard(model)` from its configure_model."""
 
-    def __init__(self, cpu_offload: bool = False):
+    def __init__(self, cpu_offload: bool = False, precision: str = "32-true"):
         super().__init__(tensor_parallel_size=1, save_distributed_checkpoint=False)
         self.cpu_offload = cpu_offload
+        self.mp_policy = mixed_precision(precision)
 
     def setup_environment(self) -> None:
         # every process of every node shards the model: the data-parallel size is the world size
@@ -91,4 +110,4 @@ class FSDP2Strategy(ModelParallelStrategy):
         super().setup_environment()
 
     def shard(self, model: torch.nn.Module) -> torch.nn.Module:
-        return shard_model(model, self.device_mesh["data_parallel"], self.cpu_offload)
+        return shard_model(model, self.device_mesh["data_parallel"], self.cpu_offload, self.mp_policy)

@@ -89,7 +89,7 @@ def lightning_strategy(trainer: TrainerConf):
     if trainer.strategy == "fsdp":
         from .fsdp import FSDP2Strategy
 
-        return FSDP2Strategy(cpu_offload=trainer.fsdp_cpu_offload)
+        return FSDP2Strategy(cpu_offload=trainer.fsdp_cpu_offload, precision=trainer.precision)
     return trainer.strategy
 
 

@@ -20,6 +20,7 @@ rounding at ~1e-7 relative; AdamW at lr 1e-2 moves each weight by up to ~1e-2 pe
 tolerance, so a rank's missing or doubled gradient, a wrong normaliser or a skipped step fails."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -86,7 +87,7 @@ class Recorder:
         self.weights = {k: v.detach().clone() for k, v in items}
 
 
-def _job(world: str, offload: str, out: str, steps: str = str(STEPS), resume: str = "") -> None:
+def _job(world: str, offload: str, out: str, steps: str = str(STEPS), resume: str = "", mixed: str = "-") -> None:
     import dataclasses
 
     import lightning as L
@@ -95,7 +96,7 @@ def _job(world: str, offload: str, out: str, steps: str = str(STEPS), resume: st
     from chorus.rl.algos import get_algo
     from chorus.rl.module import Hooks, RLModule
     from chorus.rl.run import _engine_sync
-    from chorus.trainer_setup import build_trainer
+    from chorus.trainer_setup import build_trainer, fused_optimizer
 
     world = int(world)
     rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -112,19 +113,32 @@ def _job(world: str, offload: str, out: str, steps: str = str(STEPS), resume: st
 
         def on_fit_start(self):
             super().on_fit_start()
-            self.updates = []
+            self.updates, self.compute_dtypes = [], set()
+
+        def on_train_start(self):
+            super().on_train_start()
+            # the dtype a decoder layer's weights have during its forward (gathered by FSDP2 first)
+            layer = self.model.model.layers[0]
+            layer.register_forward_pre_hook(
+                lambda m, args: self.compute_dtypes.add(m.self_attn.q_proj.weight.dtype))
 
         def on_train_end(self):  # every rank: the sync gathers from all of them
             engine = Recorder()
             _engine_sync(engine)(self.model)
             torch.save({"synced": engine.weights, "updates": self.updates, "world": self.trainer.world_size,
-                        "sharded": type(self.model).__name__}, Path(out) / f"rank{self.global_rank}.pt")
+                        "sharded": type(self.model).__name__, "compute_dtypes": self.compute_dtypes,
+                        "master_dtypes": {p.dtype for p in self.model.parameters()},
+                        "fused": self.optimizers().optimizer.defaults["fused"]},
+                       Path(out) / f"rank{self.global_rank}.pt")
 
     rl = dataclasses.replace(RLConf(), mini_batches=MINI_BATCHES, micro_batch=1, lr=1e-2, warmup_steps=1,
                              steps=int(steps), grad_clip=0.5, max_new_tokens=WIDTH - PROMPT)
+    # mixed: the GPU's settings, bf16-mixed (FSDP2 gathers bf16, reduces fp32) and the fused AdamW
+    gpu = dict(precision="bf16-mixed", fused_optimizer=True) if mixed == "mixed" else {}
     trainer = TrainerConf(accelerator="cpu", devices=world, strategy="fsdp" if world > 1 else "auto",
-                          fsdp_cpu_offload=offload == "offload")
-    module = Recording(tiny_qwen3(), get_algo("dapo"), rl, Hooks(rollout=rollout), identity={})
+                          fsdp_cpu_offload=offload == "offload", **gpu)
+    module = Recording(tiny_qwen3(), get_algo("dapo"), rl, Hooks(rollout=rollout), identity={},
+                       fused=fused_optimizer(trainer))
     ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=Path(out) / "ckpt", save_last=True, save_top_k=0,
                                                every_n_train_steps=1)
     fit = build_trainer(trainer, max_steps=int(steps), callbacks=[ckpt], logger=False)
@@ -167,10 +181,13 @@ class Ticks(torch.utils.data.IterableDataset):
             yield 0
 
 
-def run_job(out: Path, world: int, offload: bool = False, steps: int = STEPS, resume: Path | None = None) -> list[dict]:
-    """Run the update job (`steps` rollouts, from the checkpoint `resume` when given); returns each rank's record."""
+def run_job(out: Path, world: int, offload: bool = False, steps: int = STEPS, resume: Path | None = None,
+            mixed: bool = False) -> list[dict]:
+    """Run the update job (`steps` rollouts, from the checkpoint `resume` when given; `mixed`: bf16-mixed
+    with the fused AdamW); returns each rank's record."""
     out.mkdir(parents=True)
-    run_script(out, str(world), "offload" if offload else "-", str(out), str(steps), str(resume or ""))
+    run_script(out, str(world), "offload" if offload else "-", str(out), str(steps), str(resume or ""),
+               "mixed" if mixed else "-")
     return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(world)]
 
 
@@ -245,6 +262,25 @@ def test_fsdp_rl_update_on_2_ranks_matches_one_process(tmp_path, offload, single
     assert len(opt["state"]) == len(alone["state"]) == len(list(tiny_qwen3().parameters()))  # each AdamW moment, full
     for i, moments in alone["state"].items():
         assert torch.allclose(opt["state"][i]["exp_avg"], moments["exp_avg"], rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_fsdp_under_bf16_mixed_gathers_bf16_reduces_into_fp32_masters_and_clips_a_fused_adamw(tmp_path, single):
+    """The GPU's settings on 2 CPU ranks: each layer computes with bf16 weights (FSDP2's mixed-precision
+    policy, not an fp32 gather cast by autocast), the masters stay fp32, the fused AdamW steps and the
+    clip acts."""
+    single, _ = single
+    r0, r1 = run_job(tmp_path / "mixed", 2, mixed=True)
+    for r in (r0, r1):
+        assert r["compute_dtypes"] == {torch.bfloat16} and r["master_dtypes"] == {torch.float32} and r["fused"]
+        assert [u["optimizer_steps"] for u in r["updates"]] == [2] * 3
+        assert all(math.isfinite(u["grad_norm"]) and u["grad_norm"] > 0.5 for u in r["updates"])  # clip 0.5 binds
+    names = set(single["synced"])
+    assert all(torch.equal(r0["synced"][k], r1["synced"][k]) for k in names)  # one model on both ranks
+    # the update moved every weight tensor; not compared with the fp32 run: Adam's first steps are about
+    # lr x sign(gradient), and bf16 compute flips the sign of small gradient entries
+    init = tiny_qwen3().state_dict()
+    assert all(not torch.equal(r0["synced"][k], init[k]) for k in names)
 
 
 @pytest.mark.slow

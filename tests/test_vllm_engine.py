@@ -143,6 +143,39 @@ def test_each_sync_loads_the_weights_then_resets_the_prefix_cache(models):
     assert mismatched(trainer, engine_model) == []
 
 
+def test_a_sync_streams_bf16_buckets_and_checks_every_parameter_across_them(models, monkeypatch):
+    """The trainer's tensors are read one at a time and loaded in buckets of at most SYNC_BUCKET_BYTES,
+    each cast to the engine's dtype as it is made: the first bucket reaches vLLM before the last
+    tensor is read, no fp32 tensor crosses, and the missing-parameter check spans the buckets."""
+    trainer, engine_model, tok = models
+    monkeypatch.setattr(vllm_engine, "SYNC_BUCKET_BYTES", 64 * 1024)
+    read, seen = [], []
+    worker = Worker(engine_model)
+    load = worker.chorus_load_weights
+
+    def recording(named, last=True):
+        seen.append((len(read), {t.dtype for _, t in named}, last))
+        return load(named, last)
+    worker.chorus_load_weights = recording
+
+    def lazily():
+        for name, tensor in trainer.state_dict().items():
+            read.append(name)
+            yield name, tensor
+    engine = VLLMEngine(RecordingLLM(worker), tok, dict, Generation, dtype="bfloat16")
+    engine.sync_weights(lazily())
+    n = len(trainer.state_dict())
+    assert len(seen) > 2 and seen[0][0] < n  # several buckets; the first loaded before the last tensor was read
+    assert all(dtypes == {torch.bfloat16} for _, dtypes, _ in seen)
+    assert [last for *_, last in seen] == [False] * (len(seen) - 1) + [True]
+    bf16 = {k: v.to(torch.bfloat16).float() for k, v in trainer.state_dict().items()}
+    assert all(torch.equal(p.float(), bf16[k]) for k, p in engine_model.state_dict().items() if k in bf16)
+    # a parameter left out of the second-to-last bucket is still caught at the end
+    partial = (item for item in trainer.state_dict().items() if item[0] != "model.norm.weight")
+    with pytest.raises(ValueError, match=r"1 vLLM parameters unset \(first: model.norm.weight\)"):
+        VLLMEngine(RecordingLLM(Worker(engine_model)), tok, dict, Generation).sync_weights(partial)
+
+
 def test_a_refused_prefix_cache_reset_stops_the_run(models):
     trainer, engine_model, tok = models
     engine = VLLMEngine(RecordingLLM(Worker(engine_model), reset_ok=False), tok, dict, Generation)

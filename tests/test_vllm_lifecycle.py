@@ -206,6 +206,32 @@ def test_the_sync_after_an_update_frees_the_gradients_then_wakes_weights_loads_r
     assert llm.calls[awake:] == ["free grads", "empty cache", "load", "reset"]
 
 
+def test_the_lora_delta_is_merged_in_fp32_under_the_training_steps_bf16_autocast(tiny_xs):
+    """The sync and the inference copy's refresh run inside the training step's autocast; the merged
+    weight is base + B A x scale computed in fp32 all the same (bf16 would round the delta to ~3
+    significant digits: an error 1e3 times fp32's)."""
+    from chorus.policy.inference_copy import _merged_lora_weights
+    from chorus.policy.models import load_model, lora_merged_weight, merged_lora_weights
+
+    model, _ = load_model("hf", path=str(tiny_xs), dtype="float32", lora={"r": 4, "alpha": 8, "dropout": 0.0,
+                                                                         "target_modules": None})
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_" in name:
+                p.normal_(0, 0.3)
+    layer = model.get_base_model().model.layers[0].self_attn.q_proj
+    a, b = layer.lora_A["default"].weight.double(), layer.lora_B["default"].weight.double()
+    exact = layer.get_base_layer().weight.double() + b @ a * layer.scaling["default"]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        merged = lora_merged_weight(layer)
+        synced = dict(merged_lora_weights(model))["model.layers.0.self_attn.q_proj.weight"]
+        copied = dict(_merged_lora_weights(model))["model.layers.0.self_attn.q_proj.weight"]
+    for w in (merged, synced, copied):
+        assert w.dtype == torch.float32
+        assert float((w.double() - exact).abs().max()) < 1e-6 * float(exact.abs().max())
+
+
 @pytest.mark.parametrize("base_dtype", ["float32", "bfloat16"])
 def test_a_lora_sync_pushes_the_merged_weights_under_the_base_names_and_leaves_the_adapter_unmerged(
         tiny_xs, base_dtype):
@@ -223,7 +249,9 @@ def test_a_lora_sync_pushes_the_merged_weights_under_the_base_names_and_leaves_t
                 p.copy_(0.3 * torch.randn(p.shape, generator=g))
     assert {p.dtype for n, p in policy.named_parameters() if "lora_" in n} == {torch.float32}  # peft's adapter
     before = {k: v.clone() for k, v in policy.state_dict().items()}
-    merged = copy.deepcopy(policy).merge_and_unload()  # peft's own merge, on a copy: the independent value
+    # peft's own merge, on an fp32 copy: the independent value (the sync merges in fp32 over any base; the
+    # engine rounds once, to its own dtype)
+    merged = copy.deepcopy(policy).float().merge_and_unload()
     expected = merged.state_dict()
     llm = vllm_standin.StandInLLM(model=str(tiny_xs))
     engine = VLLMEngine(llm, tok, dict, Generation)

@@ -56,16 +56,15 @@ def _is_lora(model: torch.nn.Module) -> bool:
 
 
 def _merged_lora_weights(policy: torch.nn.Module):
-    """(name in the merged plain model, base weight + each active adapter's delta) of every layer LoRA
-    adapts, computed in the policy's precision: what peft's merge_and_unload would write there."""
+    """(name in the merged plain model, base weight + each active adapter's delta in fp32) of every layer
+    LoRA adapts (models.lora_merged_weight): what peft's merge_and_unload would write there."""
     from peft.tuners.lora import LoraLayer
+
+    from .models import lora_merged_weight
 
     for name, module in policy.get_base_model().named_modules():
         if isinstance(module, LoraLayer):
-            weight = module.get_base_layer().weight
-            for adapter in module.active_adapters:
-                weight = weight + module.get_delta_weight(adapter)
-            yield f"{name}.weight", weight
+            yield f"{name}.weight", lora_merged_weight(module)
 
 
 class InferenceCopy:
@@ -76,7 +75,7 @@ class InferenceCopy:
     def __init__(self, policy: torch.nn.Module, dtype: torch.dtype):
         clone = _cast_clone(policy, dtype)
         # LoRA: merged once here in `dtype` (the base's weights, frozen, stay); each refresh then writes
-        # the adapted layers' merged weights, computed in the policy's precision
+        # the adapted layers' merged weights, computed in fp32
         self.model = clone.merge_and_unload().eval() if _is_lora(policy) else clone
         self.lora = _is_lora(policy)
 

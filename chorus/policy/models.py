@@ -86,11 +86,22 @@ def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_mo
     return get_peft_model(model, cfg)
 
 
-def merged_lora_weights(model) -> list[tuple[str, torch.Tensor]]:
-    """A peft LoRA model's weights as the plain model it stands for, under the base model's Hugging
-    Face names (no base_model.model. prefix, no .base_layer, no lora_ tensors): each adapted layer's
-    weight is its base weight plus the adapter's delta (peft's get_delta_weight, the very delta
-    merge_adapter adds), in the base weight's dtype; the other tensors are the model's own.
+def lora_merged_weight(layer) -> torch.Tensor:
+    """One LoRA-adapted layer's base weight plus each active adapter's delta (peft's get_delta_weight,
+    the very delta merge_adapter adds), in fp32 and outside autocast: a sync runs inside the training
+    step's bf16 autocast, which would compute the delta B A x scale in bf16 and round the small update
+    it carries. Rounded once, by whoever stores it (the engine's or the copy's dtype)."""
+    if any(layer.use_dora.get(a) for a in layer.active_adapters):
+        raise ValueError("a DoRA adapter cannot be synced as a plain delta; train plain LoRA (use_dora off)")
+    weight = layer.get_base_layer().weight
+    with torch.no_grad(), torch.autocast(weight.device.type, enabled=False):
+        return weight.float() + sum(layer.get_delta_weight(a).float() for a in layer.active_adapters)
+
+
+def merged_lora_weights(model):
+    """A peft LoRA model's weights as the plain model it stands for, one tensor at a time, under the base
+    model's Hugging Face names (no base_model.model. prefix, no .base_layer, no lora_ tensors): each
+    adapted layer's weight is lora_merged_weight's (fp32); the other tensors are the model's own.
 
     Computed out of place rather than by merge_adapter then unmerge_adapter: that adds the delta to
     the frozen base and subtracts it again, rounding twice at every sync (coarsely over a bf16 base),
@@ -98,19 +109,10 @@ def merged_lora_weights(model) -> list[tuple[str, torch.Tensor]]:
     from peft.tuners.lora import LoraLayer
 
     base = model.get_base_model()
-    merged: dict[str, torch.Tensor] = {}
-    with torch.no_grad():
-        for name, layer in base.named_modules():
-            if not isinstance(layer, LoraLayer):
-                continue
-            if any(layer.use_dora.get(a) for a in layer.active_adapters):
-                raise ValueError(f"{name}: a DoRA adapter cannot be synced as a plain delta; train plain LoRA "
-                                 "(use_dora off) with rl.engine=vllm")
-            weight = layer.get_base_layer().weight
-            delta = sum(layer.get_delta_weight(a) for a in layer.active_adapters)
-            merged[f"{name}.base_layer.weight"] = (weight + delta).to(weight.dtype)
-        return [(key.replace(".base_layer.", "."), merged.get(key, tensor))
-                for key, tensor in base.state_dict().items() if ".lora_" not in key]
+    adapted = {f"{name}.base_layer.weight": layer for name, layer in base.named_modules() if isinstance(layer, LoraLayer)}
+    for key, tensor in base.state_dict().items():
+        if ".lora_" not in key:
+            yield key.replace(".base_layer.", "."), lora_merged_weight(adapted[key]) if key in adapted else tensor
 
 
 def export_merged(model, tokenizer, out_dir: str | Path, dtype: str | None = None) -> Path:

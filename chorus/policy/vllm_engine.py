@@ -35,6 +35,8 @@ from __future__ import annotations
 import os
 from importlib.metadata import PackageNotFoundError, version
 
+import torch
+
 from .fence_stop import FenceStop
 from .stops import checkpoint_eos_ids, eos_ids
 
@@ -43,6 +45,10 @@ MIN_VLLM = "0.10.2"
 # name is ours so it cannot clash with a method of vLLM's own worker class.
 EXTENSION = "chorus.policy.vllm_engine.WeightSyncExtension"
 LOAD_METHOD = "chorus_load_weights"
+# a weight sync hands vLLM its tensors in buckets of about this many bytes, each cast to the engine's
+# dtype as it is made: the trainer holds one bucket (and one full fp32 tensor under FSDP) at a time,
+# not a whole fp32 copy of the model (~15 GiB at 4B) per rank
+SYNC_BUCKET_BYTES = 1 << 30
 # chorus.evaluate's engine has the GPU to itself: the share vLLM may take (weights + KV cache). RL
 # passes rl.vllm_memory instead, as it shares the GPU with the trainer.
 GPU_MEMORY_UTILIZATION = 0.85
@@ -133,17 +139,38 @@ class WeightSyncExtension:
     is the vLLM model, a torch module whose `load_weights` takes (Hugging Face name, tensor) pairs and
     returns the names of the parameters it filled (sharding, fusing and dtype are its business)."""
 
-    def chorus_load_weights(self, named_tensors: list) -> int:
-        """Load the trainer's full tensors; refuse a load that leaves any engine parameter out (it
-        would keep generating with the old value). Returns how many tensors were given."""
+    def chorus_load_weights(self, named_tensors: list, last: bool = True) -> int:
+        """Load one bucket of the trainer's full tensors; at the `last` bucket of a sync, refuse a sync
+        that left any engine parameter out (it would keep generating with the old value). Returns how
+        many tensors were given."""
         model = self.model_runner.model
         loaded = model.load_weights(weights=named_tensors)
-        if loaded is not None:  # vLLM's own loader makes the same check on the names returned
-            missing = sorted({name for name, _ in model.named_parameters()} - set(loaded))
-            if missing:
-                raise ValueError(f"the weight sync left {len(missing)} vLLM parameters unset (first: {missing[0]}); "
-                                 "the trainer's state dict does not match the engine's model")
+        seen = self.__dict__.setdefault("_chorus_loaded", set())
+        seen.update(loaded or ())
+        if last:
+            self._chorus_loaded = set()
+            if loaded is not None:  # vLLM's own loader makes the same check on the names returned
+                missing = sorted({name for name, _ in model.named_parameters()} - seen)
+                if missing:
+                    raise ValueError(f"the weight sync left {len(missing)} vLLM parameters unset (first: "
+                                     f"{missing[0]}); the trainer's state dict does not match the engine's model")
         return len(named_tensors)
+
+
+def buckets(named_tensors, dtype, limit: int | None = None):
+    """(bucket, is_last) of `named_tensors` (an iterable, read lazily) with each floating tensor cast to
+    `dtype` (None: as it is), a bucket closed once it holds `limit` bytes (default SYNC_BUCKET_BYTES)."""
+    limit = limit or SYNC_BUCKET_BYTES
+    bucket, size = [], 0
+    for name, tensor in named_tensors:
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.detach().to(dtype)
+        if bucket and size + tensor.numel() * tensor.element_size() > limit:
+            yield bucket, False
+            bucket, size = [], 0
+        bucket.append((name, tensor))
+        size += tensor.numel() * tensor.element_size()
+    yield bucket, True
 
 
 class VLLMEngine:
@@ -151,8 +178,10 @@ class VLLMEngine:
     and `generation` our result type (engines.Generation: engines.py imports this module, so it
     hands the type in rather than this module importing it back)."""
 
-    def __init__(self, llm, tokenizer, sampling_params, generation, stop_ids: tuple[int, ...] | None = None):
+    def __init__(self, llm, tokenizer, sampling_params, generation, stop_ids: tuple[int, ...] | None = None,
+                 dtype: str | None = None):
         self.llm, self.tok, self.sampling_params, self.generation = llm, tokenizer, sampling_params, generation
+        self.dtype = getattr(torch, dtype) if dtype else None  # what a sync casts the trainer's tensors to
         self.stops = tuple(stop_ids) if stop_ids else eos_ids(tokenizer)  # open(): the checkpoint's list
         self.asleep = False
 
@@ -169,7 +198,7 @@ class VLLMEngine:
             raise ValueError(f"engine=vllm cannot import vllm ({exc}); check its install against this torch and CUDA, "
                              "or use engine=hf") from None
         return cls(LLM(**llm_kwargs(path, dtype, seed, gpu_memory, **options)), tokenizer, SamplingParams, generation,
-                   checkpoint_eos_ids(tokenizer, path))
+                   checkpoint_eos_ids(tokenizer, path), dtype)
 
     def generate(self, prompts: list[str], n: int, params) -> list[list]:
         """`n` samples for each prompt under `params` (engines.SamplingParams); result[i][j] is sample j
@@ -196,18 +225,19 @@ class VLLMEngine:
         return result
 
     def sync_weights(self, named_tensors) -> None:
-        """Replace the engine's weights with the trainer's (full, unsharded tensors with HF names),
-        then drop the prefix cache, whose KV the old weights computed. A sleeping engine wakes in two
+        """Replace the engine's weights with the trainer's (full, unsharded tensors with HF names, read
+        lazily and loaded in buckets cast to the engine's dtype: `buckets`), then drop the prefix
+        cache, whose KV the old weights computed. A sleeping engine wakes in two
         steps around the load, as TRL's colocate mode does: its weights first, then its KV cache
         only once the new weights are in, so the KV cache's memory (most of rl.vllm_memory) is not
         taken back while the load still needs room. vLLM maps that memory outside PyTorch's
         allocator, so the caller frees the update's gradients and PyTorch's cache before calling
         (rl/module.py: sync_engine). One function keeps the order: wake weights, load, reset, wake KV."""
-        tensors = list(named_tensors)
         waking = self.asleep
         if waking:
             self.llm.wake_up(tags=[WEIGHTS])
-        self.llm.collective_rpc(LOAD_METHOD, args=(tensors,))
+        for bucket, last in buckets(named_tensors, self.dtype):  # streamed: one bucket at a time
+            self.llm.collective_rpc(LOAD_METHOD, args=(bucket,), kwargs={"last": last})
         if self.llm.reset_prefix_cache() is False:
             raise RuntimeError("vLLM refused to reset its prefix cache after a weight sync (requests still running?); "
                                "its cached KV would come from the old weights")

@@ -65,13 +65,22 @@ def _engine_sync(engine):
     def sync(model) -> None:
         if hasattr(model, "peft_config"):  # the adapter merged out of place: training goes on unmerged
             engine.sync_weights(merged_lora_weights(model))
-            return
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        # full tensors even when the trainer shards the model (FSDP)
-        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
-        engine.sync_weights(full.items())
+        else:
+            engine.sync_weights(full_tensors(model))
     return sync
+
+
+def full_tensors(model):
+    """The model's state, one full tensor at a time under its own names: under FSDP each shard is
+    gathered as it is read (a collective every rank makes in the same order; an offloaded shard goes
+    to its mesh's device for it), so no rank holds more than one gathered fp32 tensor."""
+    from torch.distributed.tensor import DTensor
+
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if isinstance(tensor, DTensor):
+                tensor = tensor.to(tensor.device_mesh.device_type).full_tensor()
+            yield name, tensor
 
 
 @dataclass
