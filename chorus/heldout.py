@@ -41,25 +41,30 @@ def eval_sampling(rl: RLConf, seed: int) -> SamplingParams:
     return SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=temperature, seed=seed + 1)
 
 
-def evaluation_dtype(model_dtype: str, device) -> str:
-    """What a saved checkpoint is evaluated in on `device`: model.dtype on a GPU (bf16 weights read as
-    they are, as RL's inference copy samples: rl.inference_copy), float32 on the CPU (as a policy
-    trained there is evaluated: its fp32 weights, no autocast)."""
-    return model_dtype if torch.device(device).type == "cuda" else "float32"
+def evaluation_dtype(model_dtype: str, device, in_model_dtype: bool | None = None) -> str:
+    """What a saved checkpoint is evaluated in on `device` (trainer.eval_in_model_dtype): model.dtype
+    when `in_model_dtype` says so (null: on a GPU; bf16 weights read as they are, as RL's inference copy
+    samples: rl.inference_copy), else float32 (as a policy trained on a CPU is evaluated: its fp32
+    weights)."""
+    if in_model_dtype is None:
+        in_model_dtype = torch.device(device).type == "cuda"
+    return model_dtype if in_model_dtype else "float32"
 
 
 def evaluate_checkpoint(checkpoint: str, tasks, rl: RLConf, ctx: JobContext, *, meta: dict | None = None,
                         trainer: TrainerConf | None = None) -> dict:
     """Score a saved checkpoint on held-out tasks into the run dir (per_task + summary.json with the
     run's metadata, `meta` and the checkpoint). It runs where and as `trainer` computes: loaded on
-    eval_device(trainer) in evaluation_dtype(ctx.dtype) (model.dtype on a GPU, float32 on the CPU),
+    eval_device(trainer) in evaluation_dtype (model.dtype on a GPU, float32 on the CPU, unless
+    trainer.eval_in_model_dtype says otherwise),
     converted and run under trainer.precision's plugin, which is how a trained policy's final evaluation
     runs, so SFT stages, experts and merges in one table are evaluated alike (on a GPU under bf16-mixed
     with model.dtype=bfloat16: bf16 weights, as the experts' inference copy)."""
     trainer = trainer or TrainerConf()
     device = eval_device(trainer)
     precision = evaluation_precision(trainer, device)
-    model, tok = load_model("hf", path=str(checkpoint), dtype=evaluation_dtype(ctx.dtype, device), device=device)
+    dtype = evaluation_dtype(ctx.dtype, device, trainer.eval_in_model_dtype)
+    model, tok = load_model("hf", path=str(checkpoint), dtype=dtype, device=device)
     model = precision.convert_module(model)
     with precision.forward_context():
         return evaluate_policy(make_engine("hf", model, tok, generation=rl.generation), tok, tasks, rl, ctx,

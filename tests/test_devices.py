@@ -168,6 +168,9 @@ def test_checkpoint_evaluations_run_as_the_trainer_computes(sft_xs, eval_tasks, 
 ])
 def test_checkpoints_are_evaluated_in_model_dtype_on_a_gpu_and_float32_on_the_cpu(model_dtype, device, expected):
     assert heldout.evaluation_dtype(model_dtype, device) == expected
+    # trainer.eval_in_model_dtype: a GPU's choice on any device, or float32 on a GPU
+    assert heldout.evaluation_dtype(model_dtype, device, True) == model_dtype
+    assert heldout.evaluation_dtype(model_dtype, device, False) == "float32"
 
 
 def test_merges_are_evaluated_on_the_trainer(monkeypatch, tmp_path):

@@ -160,3 +160,19 @@ def test_opd_on_the_gpu_path(steps_seen, sft_xs, tiny_xs, rl_tasks, sim, tmp_pat
               rl=rl_settings(steps=1, prompts_per_step=2, group_size=2, grad_clip=CLIP), trainer=GPU_ON_CPU)
     assert {d["teacher"] for d in lines(tmp_path / "run/decisions.jsonl")} == {"good"}
     _clipped_everywhere(steps_seen)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_is_evaluated_as_on_a_gpu(sft_xs, rl_tasks, sim, tmp_path, monkeypatch):
+    """SFT stages and merges are scored by evaluate_checkpoint: with trainer.eval_in_model_dtype=true
+    the weights are model.dtype's (bf16) under bf16-mixed, as on a GPU, sampled with a static cache."""
+    from chorus import heldout
+
+    loaded = []
+    load = heldout.load_model
+    monkeypatch.setattr(heldout, "load_model", lambda *a, **k: loaded.append(load(*a, **k)) or loaded[-1])
+    summary = heldout.evaluate_checkpoint(str(sft_xs), rl_tasks[:1], rl_settings(generation="static"),
+                                          context(tmp_path, sim, dtype="bfloat16"),
+                                          trainer=TrainerConf(precision="bf16-mixed", eval_in_model_dtype=True))
+    assert {p.dtype for p in loaded[0][0].parameters()} == {torch.bfloat16}
+    assert summary["n_samples"] == 1 and (tmp_path / "per_task.parquet").exists()

@@ -23,7 +23,7 @@ BOOKKEEPING = ("job", "runs_dir", "run_tag", "logger", "hydra", "simulator.worke
 PRESETS = ("experiment",)
 COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
 # A held-out evaluation (heldout.eval_sampling and evaluate_checkpoint read these; model.dtype: what a
-# checkpoint is evaluated in on a GPU, heldout.evaluation_dtype).
+# checkpoint is evaluated in on a GPU or with trainer.eval_in_model_dtype, heldout.evaluation_dtype).
 EVALUATION = ("model.dtype", "rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature",
               "rl.max_new_tokens", "rl.max_prompt_tokens", "rl.generation", "rl.prompts_per_generate")
 # Merge options per method: everything else under consolidation.* is refused for that method.

@@ -218,6 +218,10 @@ class TrainerConf:
     # gradient scaler a fused step would own); true = wherever torch has the kernel, the CPU included
     # (refused where it has none); false = foreach. Clipping works with it (rl/optimizer.py)
     fused_optimizer: Optional[bool] = None
+    # saved checkpoints (SFT stages, merges, chorus.evaluate's) are evaluated with weights in model.dtype
+    # (read as they are, as RL's bf16 inference copy samples), not float32. null = where training runs
+    # on a GPU; true = on any device, the CPU included (heldout.evaluation_dtype)
+    eval_in_model_dtype: Optional[bool] = None
     # any other argument of Lightning's Trainer (+trainer.extra.accumulate_grad_batches=4), checked against
     # its signature; those chorus sets itself are refused with the setting that owns them (trainer_setup)
     extra: Dict[str, Any] = field(default_factory=dict)
