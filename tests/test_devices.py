@@ -68,9 +68,10 @@ def test_the_final_evaluation_runs_on_eval_device_after_teardown(sft_xs, rl_task
     trainer = TrainerConf()
     train_rl(str(sft_xs), get_algo("dapo", overlong_buffer=32), rl_tasks, eval_tasks, context(tmp_path, sim),
              rl=rl_settings(steps=1, eval_every=0), trainer=trainer)
-    # asked three times: whether to sample from an inference copy and whether to checkpoint activations
-    # (both only on a GPU), then where to evaluate
-    assert asked == [trainer, trainer, trainer] and evaluated_on == [torch.device("meta")]
+    # asked five times: whether to sample from an inference copy, whether to checkpoint activations and
+    # whether AdamW is fused (when the trainer's settings are checked, then for the module; all three
+    # only on a GPU by default), then where to evaluate
+    assert asked == [trainer] * 5 and evaluated_on == [torch.device("meta")]
 
 
 class _Recorder:

@@ -13,7 +13,7 @@ def eos_ids(tokenizer, generation_config=None) -> tuple[int, ...]:
     each once, in that order."""
     listed = getattr(generation_config, "eos_token_id", None) if generation_config is not None else None
     listed = listed if isinstance(listed, (list, tuple)) else [listed]
-    ids = [tokenizer.eos_token_id, *listed]
+    ids = [getattr(tokenizer, "eos_token_id", None), *listed]
     return tuple(dict.fromkeys(int(i) for i in ids if i is not None))
 
 
