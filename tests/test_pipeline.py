@@ -287,6 +287,20 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
     assert "rl1" not in results and "fam0" not in results  # the CHORUS table: one expert per stage
     assert "| rl/stage0-rl1 " in times and "| control/families/rl0 " in times  # every step's minutes
 
+    # the GPU's training settings on the CPU: SFT, RL and OPD steps as their commands say, re-run under
+    # bf16-mixed with the fused AdamW (the first clip used to raise), each into a dir of its own
+    for s in [s for s in steps if s["name"] in ("sft/stage0", "rl/stage0", "consolidation/opd")]:
+        planned = Path(s["run_dir"])
+        before = set(planned.parent.iterdir())
+        gpu = subprocess.run(["bash", "-c", s["command"] + " trainer.precision=bf16-mixed trainer.fused_optimizer=true "
+                              f"hydra.run.dir={tmp_path}/gpu_settings/{s['name']}"],
+                             capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+        assert gpu.returncode == 0, gpu.stderr[-3000:]
+        (run,) = set(planned.parent.iterdir()) - before
+        assert json.loads((run / "summary.json").read_text())["n_samples"] > 0, s["name"]
+        assert json.loads((run / "run.json").read_text())["overrides"][-2:] == ["trainer.precision=bf16-mixed",
+                                                                               "trainer.fused_optimizer=true"]
+
 
 def test_the_default_pipeline_is_the_staged_world(tmp_path):
     c, steps = pipeline_cfg(f"runs_dir={tmp_path}")
