@@ -111,12 +111,19 @@ class FenceCriteria(StoppingCriteria):
         return self.flags
 
 
+_LAZY_INIT_TAKES_VALUES = "value_states" in inspect.signature(DynamicLayer.lazy_initialization).parameters
+
+
 class GrowingLayer(DynamicLayer):
     """A DynamicLayer whose keys and values are views of buffers that double when full, so a decode
     step writes one position instead of copying the whole cache (torch.cat)."""
 
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        super().lazy_initialization(key_states, value_states)
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor | None = None) -> None:
+        # transformers 4.56-4.57 (vLLM's pins) take the keys only; 5.x takes keys and values
+        if _LAZY_INIT_TAKES_VALUES:
+            super().lazy_initialization(key_states, value_states)
+        else:
+            super().lazy_initialization(key_states)
         self._k = self._v = None
         self._len = 0
 

@@ -95,10 +95,13 @@ def train_tokenizer(corpus: list[str], vocab_size: int):
     tok.train_from_iterator(corpus, trainer=trainer)
     # Qwen3's convention: <|im_end|> ends a (chat) generation; no BOS is prepended to inputs.
     # clean_up_tokenization_spaces would rewrite " ," etc. and break the round trip on code.
+    # model_input_names as Qwen's tokenizer has them: transformers before 5 otherwise adds
+    # token_type_ids to every encoding, which generate() refuses ("not used by the model").
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|im_end|>",
         pad_token="<|pad|>", unk_token=None, chat_template=CHAT_TEMPLATE,
-        clean_up_tokenization_spaces=False, model_max_length=_COMMON["max_position_embeddings"])
+        clean_up_tokenization_spaces=False, model_max_length=_COMMON["max_position_embeddings"],
+        model_input_names=["input_ids", "attention_mask"])
 
 
 def world_corpus(seed: int = 0, per_family: int = 48) -> list[str]:

@@ -331,8 +331,12 @@ class RLModule(L.LightningModule):
             return self._forward(self.model, ids, attn, mask).logp
 
     def _grad_norm(self) -> float:
-        norms = [p.grad.detach().norm() for p in self.model.parameters() if p.grad is not None]
-        return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+        grads = [p.grad.detach() for p in self.model.parameters() if p.grad is not None]
+        if grads and hasattr(grads[0], "full_tensor"):
+            # FSDP2's sharded DTensor gradients: torch 2.8 (vLLM 0.11.0's) reduces a stack of their
+            # partial norms wrongly (2.13 does not); get_total_norm, which clip_grad_norm_ uses, is right
+            return float(torch.nn.utils.get_total_norm(grads).full_tensor())
+        return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
 
     def configure_optimizers(self):
         params = [p for p in self.model.parameters() if p.requires_grad]
