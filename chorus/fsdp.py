@@ -61,12 +61,12 @@ def shard_model(model: torch.nn.Module, mesh, cpu_offload: bool = False,
     # The root keeps its weights gathered from its forward to its backward (FSDP2's default for the
     # root, said here because the lean path relies on it): the head runs after the body's forward.
     fully_shard(model, mesh=mesh, offload_policy=policy, mp_policy=mp, reshard_after_forward=False)
-    if mesh.device_type == "cpu":
-        # gloo: torch 2.8's (vLLM 0.11.0's) reduce-scatter sums under ReduceOp.AVG (2.13's averages), so
-        # gradients came out world-size times too large; a SUM and FSDP's own division are right on both
-        for unit in model.modules():
-            if isinstance(unit, FSDPModule):
-                unit.set_force_sum_reduction_for_comms(True)
+    # Gradients are reduce-scattered as a SUM, then divided by FSDP itself, on every backend: gloo in
+    # torch 2.8 (vLLM 0.11.0's) sums under ReduceOp.AVG, so the averaged gradients came out world-size
+    # times too large; one path for every device, the one the CPU suite runs
+    for unit in model.modules():
+        if isinstance(unit, FSDPModule):
+            unit.set_force_sum_reduction_for_comms(True)
     setattr(model, BODY_METHOD, types.MethodType(_body, model))
     register_fsdp_forward_method(model, BODY_METHOD)
     return model

@@ -9,9 +9,8 @@
 #   bench/gpu/vllm_versions.sh [--venv DIR] [PYTEST_ARGS...]
 #     --venv DIR    build the environment in DIR, or reuse it if DIR/bin/python exists (default: a new
 #                   temporary folder, removed at exit); PYTEST_ARGS go to pytest after -m gpu_path
-# What it takes: python3 (3.10 or later) and pip's registries. torch comes from the PyTorch CPU index
-# when that host answers, else from PyPI, whose Linux x86_64 torch 2.8.0 is the CUDA build (with its
-# nvidia-* wheels and triton the venv is 8 GB; no GPU is used). Measured on the project's 2-core
+# What it takes: python3 (3.10 or later) and PyPI. PyPI's Linux x86_64 torch 2.8.0 is the CUDA build
+# (with its nvidia-* wheels and triton the venv is 8 GB; no GPU is used). Measured on the project's 2-core
 # machine, where only PyPI answers (the script prints its own): the install 135-169 s into a new venv,
 # the tests 518 s (182 selected), about 11.5 minutes in all.
 set -euo pipefail
@@ -51,23 +50,9 @@ fi
 # shellcheck disable=SC1091
 source "$venv/bin/activate"
 python -m pip install -q --upgrade pip
-index=()
-if python - <<'PY'
-import sys
-import urllib.request
-
-try:
-    urllib.request.urlopen("https://download.pytorch.org/whl/cpu/torch/", timeout=10)
-except OSError:
-    sys.exit(1)
-PY
-then
-    index=(--extra-index-url https://download.pytorch.org/whl/cpu)
-    echo "vllm_versions.sh: torch from the PyTorch CPU index"
-else
-    echo "vllm_versions.sh: the PyTorch CPU index does not answer; torch from PyPI (the CUDA build)"
-fi
-pip install -q -e '.[dev]' -c "$work/constraints.txt" "${index[@]}"
+# torch from PyPI: on Linux x86_64 its 2.8.0 is the CUDA build (no GPU is used); an index of CPU builds
+# can be added with PIP_EXTRA_INDEX_URL where one is reachable
+pip install -q -e '.[dev]' -c "$work/constraints.txt"
 install_s=$((SECONDS - start))
 
 python - <<'PY'
