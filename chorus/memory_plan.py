@@ -306,7 +306,8 @@ def train_job(job: str, conf, policy: str, cuda: bool) -> Job:
         return Job(**common, row_tokens=s.max_tokens, completion_tokens=min(s.max_new_tokens, s.max_tokens),
                    micro_rows=s.batch_size, engine="none")
     row = rl.max_prompt_tokens + rl.max_new_tokens
-    rows = max(1, rl.micro_tokens // row) if rl.micro_tokens else (rl.micro_batch or 1)  # auto: sized by plan_training
+    # rl.micro_batch=null (auto): one row here, then sized by plan_training
+    rows = max(1, rl.micro_tokens // row) if rl.micro_tokens else (rl.micro_batch or 1)
     lora = rl.lora.r
     q = arch.heads * arch.head_dim
     share = min(1.0, lora * arch.layers * (2 * arch.hidden + q) * 2 / arch.params) if lora else 1.0  # q and v
@@ -334,6 +335,12 @@ def minibatch_rows(rl) -> int:
     return -(-rl.prompts_per_step * rl.group_size // max(1, rl.mini_batches))
 
 
+def sizes_micro_batch(kind: str, rl) -> bool:
+    """Whether chorus.train's job `kind` has its rl.micro_batch sized by the plan: RL and OPD with
+    rl.micro_batch=null (auto) and no rl.micro_tokens."""
+    return kind != "sft" and rl.micro_batch is None and not rl.micro_tokens
+
+
 def plan_training(kind: str, conf, policy: str, device_gib: float, gpu: bool, label: str = "") -> tuple[dict, str]:
     """The memory plan of chorus.train's job `kind` (sft | rl | consolidation) under `conf` for `policy`
     on a device of `device_gib` (`gpu`: planned as it runs on a GPU), and its text. rl.micro_batch=null
@@ -342,10 +349,9 @@ def plan_training(kind: str, conf, policy: str, device_gib: float, gpu: bool, la
     row per pass does not (PlanRefused: its `text` is the plan, at one row then). `label` names the job
     in the text (default `kind`)."""
     label = label or kind
-    auto = kind != "sft" and conf.rl.micro_batch is None and not conf.rl.micro_tokens
     job = train_job(kind, conf, policy, cuda=gpu)
     note = ""
-    if auto:
+    if sizes_micro_batch(kind, conf.rl):
         cap = minibatch_rows(conf.rl)
         rows = fitting_micro_batch(job, device_gib, cap)
         if rows is None:

@@ -281,8 +281,8 @@ def memory_plan(job: str, c: dict, conf: TrainConf, policy: str | None = None) -
     from .trainer_setup import eval_device
 
     cuda = eval_device(conf.trainer).type == "cuda"
-    auto = job != "sft" and conf.rl.micro_batch is None and not conf.rl.micro_tokens
-    if not (conf.plan_only or cuda or auto) or (job == "consolidation" and conf.consolidation.name != "opd"):
+    merge = job == "consolidation" and conf.consolidation.name != "opd"
+    if merge or not (conf.plan_only or cuda or mp.sizes_micro_batch(job, conf.rl)):
         return None
     policy = policy or planned_policy(job, c, conf)
     device = conf.plan_device_gib

@@ -332,11 +332,12 @@ class RLModule(L.LightningModule):
 
     def _grad_norm(self) -> float:
         grads = [p.grad.detach() for p in self.model.parameters() if p.grad is not None]
-        if grads and hasattr(grads[0], "full_tensor"):
-            # FSDP2's sharded DTensor gradients: torch 2.8 (vLLM 0.11.0's) reduces a stack of their
-            # partial norms wrongly (2.13 does not); get_total_norm, which clip_grad_norm_ uses, is right
-            return float(torch.nn.utils.get_total_norm(grads).full_tensor())
-        return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
+        if not grads:
+            return 0.0
+        # torch's get_total_norm, which clip_grad_norm_ uses, on plain and FSDP2's sharded (DTensor)
+        # gradients alike: torch 2.8 (vLLM 0.11.0's) mis-reduced a stack of the shards' partial norms
+        norm = torch.nn.utils.get_total_norm(grads)
+        return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
     def configure_optimizers(self):
         params = [p for p in self.model.parameters() if p.requires_grad]
