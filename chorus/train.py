@@ -318,7 +318,10 @@ def main(cfg: DictConfig) -> None:
         get_format(fmt)
         sim, workers = sim_config(c["simulator"])
         out, record = job_run_dir(c, job)
-        check_reuse(out, record)
+        drift = check_reuse(out, record)
+        if drift and primary:  # the same run by its settings; the defaults it was made under have moved
+            print(f"chorus.train: note: {out} was made when {len(drift)} default(s) differed ({drift[0]}"
+                  f"{'; ...' if len(drift) > 1 else ''}); its own settings match", file=sys.stderr)
         if has_results(out, job):  # the same settings, finished: never trained (or logged) twice
             if primary:
                 print(f"chorus.train: {out} already holds this run, finished with these settings; nothing to do "

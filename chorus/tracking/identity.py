@@ -42,27 +42,48 @@ def _covered(key: str, prefixes) -> bool:
 def identity(job: str, c: dict) -> dict:
     """The settings `job` reads in the composed config `c`, flat and sorted; paths inside runs_dir are
     written relative to it, so a moved runs_dir keeps its identities."""
-    uses, root = used_settings(job, c), str(c["runs_dir"]).rstrip("/") + "/"
-    flat = {k: v for k, v in flatten(c).items() if _covered(k, uses) and not _covered(k, BOOKKEEPING)}
-    rel = {k: "${runs_dir}/" + v[len(root):] if isinstance(v, str) and v.startswith(root) else v
-           for k, v in flat.items()}
-    return {"job": job, **dict(sorted(rel.items()))}
+    uses = used_settings(job, c)
+    return {"job": job, **{k: v for k, v in sorted(settings(c).items())
+                           if _covered(k, uses) and not _covered(k, BOOKKEEPING)}}
 
 
-def differences(planned: dict, recorded: dict, changed: dict | None = None) -> list[str]:
-    """`key: recorded -> planned` for every setting that differs (missing on one side = None). With
-    `changed` (the planned run's settings that differ from its groups' defaults), a setting the
-    record lacks and the plan leaves at its default is not a difference: it was added to chorus
-    after that run, whose results it did not shape (e.g. model.pretrain_steps, 0 before it existed)."""
-    keys = sorted(set(planned) | set(recorded))
-    added = {k for k in planned if k not in recorded and changed is not None and k not in changed}
-    return [f"{k}: {recorded.get(k)!r} -> {planned.get(k)!r}" for k in keys
-            if planned.get(k) != recorded.get(k) and k not in added]
+def differences(planned: dict, recorded: dict) -> list[str]:
+    """`key: recorded -> planned` for every setting on which two run records ({"identity", "changed"})
+    disagree. A run is named by its non-default settings (`changed`, what run_dir hashes), so only those
+    are compared: a key both runs leave at the defaults of their revision is no difference, whether the
+    default moved since (rl.micro_batch: 8, then null = auto), a setting was added (model.pretrain_steps)
+    or retired (consolidation.mode). Kept runs therefore keep matching the plans that name them. A record
+    without `changed` (made before it was recorded) is compared setting by setting."""
+    mine, theirs = planned.get("identity", {}), recorded.get("identity", {})
+    if "changed" in planned and "changed" in recorded:
+        keys = {"job", *planned["changed"], *recorded["changed"]}
+    else:
+        keys = set(mine) | set(theirs)
+    return [f"{k}: {theirs.get(k)!r} -> {mine.get(k)!r}" for k in sorted(keys) if mine.get(k) != theirs.get(k)]
+
+
+def default_drift(planned: dict, recorded: dict) -> list[str]:
+    """The settings both runs leave at their defaults whose values differ: the defaults moved between
+    the two revisions (not a difference of the runs; worth a note)."""
+    mine, theirs = planned.get("identity", {}), recorded.get("identity", {})
+    skip = {*planned.get("changed", {}), *recorded.get("changed", {})}
+    return [f"{k}: {theirs[k]!r} -> {mine[k]!r}" for k in sorted(set(mine) & set(theirs) - skip)
+            if mine[k] != theirs[k]]
+
+
+def settings(c: dict) -> dict:
+    """Every setting of the composed config `c`, flat, with paths inside runs_dir relative to it (what
+    an identity holds, for all keys: the defaults a run's settings are compared with)."""
+    root = str(c["runs_dir"]).rstrip("/") + "/"
+    return {k: "${runs_dir}/" + v[len(root):] if isinstance(v, str) and v.startswith(root) else v
+            for k, v in flatten(c).items()}
 
 
 def changed_settings(ident: dict, default: dict) -> dict:
-    """What differs from the default identity of the same groups (None where a key is absent)."""
-    return {k: ident.get(k) for k in sorted(set(ident) | set(default)) if ident.get(k) != default.get(k)}
+    """The settings of an identity whose values differ from `default` (settings() of what the same
+    groups compose to): only non-default values, whether or not the default run reads the key (a
+    setting read only under another one, e.g. a merge's density, counts only when moved)."""
+    return {k: v for k, v in sorted(ident.items()) if k != "job" and v != default.get(k)}
 
 
 def short_hash(changed: dict) -> str:
@@ -81,7 +102,7 @@ def run_dir(job: str, c: dict, default: dict) -> tuple[Path, dict]:
     """(run dir, record) of `job` under the composed config `c`; `default` is what the same group path
     composes to with no other overrides (the entry point composes it; see train.default_config)."""
     ident = identity(job, c)
-    changed = changed_settings(ident, identity(job, default))
+    changed = changed_settings(ident, settings(default))
     path = group_path(job, c)
     name = "-".join([path.name, *([c["run_tag"]] if c.get("run_tag") else []),
                      *([short_hash(changed)] if changed else [])])
@@ -102,19 +123,21 @@ def read_record(out: Path) -> dict | None:
         return None
 
 
-def check_reuse(out: Path, record: dict) -> None:
-    """Refuse a dir that holds a run made with other settings (same group path and hash, but the
-    defaults have changed since, or the dir predates identities)."""
+def check_reuse(out: Path, record: dict) -> list[str]:
+    """Refuse a dir that holds a run made with other settings (same group path and hash, but another
+    run_tag's hash collides, or the dir predates identities); return the defaults that moved since
+    that run (default_drift), for a note."""
     old = read_record(out)
     if old is None:
         if (Path(out) / "summary.json").exists():
             raise ValueError(f"{out} holds results without a {RUN_RECORD} (made before run identities were "
                              "recorded); move it away or set another runs_dir")
-        return
-    diff = differences(record["identity"], old.get("identity", {}), record.get("changed"))
+        return []
+    diff = differences(record, old)
     if diff:
         raise ValueError(f"{out} holds a run made with other settings ({'; '.join(diff[:3])}"
                          f"{'; ...' if len(diff) > 3 else ''}); move it away, or set run_tag= or another runs_dir")
+    return default_drift(record, old)
 
 
 def has_results(out: Path, job: str | None) -> bool:

@@ -34,7 +34,8 @@ class Step:
         recorded = read_record(self.run_dir)
         if recorded is None:
             return "stale", [f"no {RUN_RECORD} (made before run identities were recorded)"]
-        diff = differences(self.identity, recorded.get("identity", {}), self.changed)
+        planned = {"identity": self.identity, **({"changed": self.changed} if self.changed is not None else {})}
+        diff = differences(planned, recorded)
         return ("stale", diff) if diff else ("done", [])
 
     def done(self) -> bool:
