@@ -55,7 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chorus.config.modes import GenerationMode  # noqa: E402  (an enum only: --help stays fast)
+from chorus.core.modes import GenerationMode  # noqa: E402  (an enum only: --help stays fast)
 
 H200_BF16_DENSE = 989e12  # NVIDIA H200 SXM peak dense BF16 tensor-core FLOP/s (no sparsity)
 

@@ -18,12 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config.schema import CONF_DIR, register_configs
 from .config.job_settings import check_settings
+from .core.task import TaskFormatError
 from .policy.static import STATIC_POLICIES
 from .scoring import score_completions
 from .sim.config import sim_config
 from .sim.executor import make_executor
 from .stimulus.formats import get_format
-from .tasks import TaskFormatError, load_tasks
+from .tasks import load_tasks
 from .tracking.progress import Progress
 from .tracking.record import model_name, run_metadata, write_error
 from .tracking.run_dir import write_run

@@ -6,10 +6,10 @@ from typing import Sequence
 
 from tqdm import tqdm
 
+from .core.task import Task
 from .sim import SimConfig, SimResult
 from .sim.pool import evaluate_many
 from .stimulus.formats import get_format, score, score_many
-from .tasks.schema import Task
 
 
 def result_row(task: Task, sample: int, result: SimResult | None, strict_instance: bool) -> dict:

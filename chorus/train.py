@@ -30,10 +30,10 @@ from omegaconf import DictConfig, OmegaConf
 from .config.schema import CONF_DIR, TrainConf, register_configs
 from .config.job_context import JobContext, Preempted, process_rank
 from .config.job_settings import MERGE_OPTIONS, check_settings
+from .core.task import TaskFormatError
 from .sim.config import sim_config
 from .sim.executor import make_executor
 from .stimulus.formats import get_format
-from .tasks import TaskFormatError
 from .tracking.identity import check_reuse, has_results, run_dir, write_record
 from .tracking.progress import Progress
 from .tracking.quiet import quiet_third_party

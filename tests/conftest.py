@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from chorus.sim import SimConfig
-from chorus.tasks.schema import Task
+from chorus.core.task import Task
 from helpers import AND2, COUNTER, PROMPT
 
 REPO = Path(__file__).resolve().parent.parent

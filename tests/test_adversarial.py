@@ -30,7 +30,7 @@ from chorus.sim import SimConfig, simulate
 from chorus.sim import isolation, workdirs
 from chorus.sim.isolation import Policy
 from chorus.sim.process import Jail, run_limited
-from chorus.tasks.schema import TRUSTED, Task
+from chorus.core.task import TRUSTED, Task
 from helpers import COUNTER, counter_tb
 
 SECRET = "CHORUS-ADV-SECRET-7f3a9c41"

@@ -15,7 +15,7 @@ import pytest
 
 from chorus.sim import SimConfig, simulate
 from chorus.sim.json_tree import loads
-from chorus.tasks.schema import Task
+from chorus.core.task import Task
 from helpers import COUNTER, counter_tb
 
 DEEP_TB = """module tb;

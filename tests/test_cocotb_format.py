@@ -9,7 +9,7 @@ from chorus.sim.cache import default_cache_root
 from chorus.stimulus.aliases import alias_map
 from chorus.stimulus.formats import FORMATS, render, score
 from chorus.stimulus.program import parse_vectors
-from chorus.tasks.schema import Task
+from chorus.core.task import Task
 
 RTL = """module codelock(input logic clk, input logic rst, input logic key_valid, input logic [3:0] key,
                 output logic open, output logic [1:0] stage);

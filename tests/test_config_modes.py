@@ -1,4 +1,4 @@
-"""Closed sets of strings are enums (chorus/config/modes.py): a bad value fails while Hydra composes,
+"""Closed sets of strings are enums (chorus/core/modes.py): a bad value fails while Hydra composes,
 naming its key, and a good one reads, prints and serialises like the plain string it was."""
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
-from chorus.config import modes
+from chorus.core import modes
 from chorus.config.schema import CONF_DIR, register_configs
 
 register_configs()

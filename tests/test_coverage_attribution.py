@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from chorus.sim import SimConfig, simulate
-from chorus.tasks.schema import Task
+from chorus.core.task import Task
 
 LANES = """
 module lane #(parameter K = 1) (input logic clk, input logic [3:0] a, output logic [3:0] y);

@@ -103,7 +103,7 @@ def _job(kind: str, init: str, out: str, cache_dir: str, teacher: str | None = N
     else:
         import chorus.opd.run as opd_run
         from chorus.config.schema import ConsolidationConf, TeacherPoolConf
-        from chorus.config.modes import Divergence, OPDMode
+        from chorus.core.modes import Divergence, OPDMode
         from chorus.opd.teachers import Teacher
 
         # the table holds rank 0's tasks of the one step only: rank 1's are skipped (no teacher reward)

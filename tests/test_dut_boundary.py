@@ -14,7 +14,7 @@ import dataclasses
 import pytest
 
 from chorus.sim import SimConfig, simulate
-from chorus.tasks.schema import Task
+from chorus.core.task import Task
 
 INTERNAL_IFACE_DUT = """interface sif; logic [3:0] v; endinterface
 module bdut(input logic clk, input logic rst_n, input logic [3:0] a, output logic [3:0] q);

@@ -8,7 +8,7 @@ from chorus.stimulus.formats import check_body, render, score
 from chorus.sim import SimConfig
 from chorus.stimulus.program import (RANDOM, Program, Step, VectorsError, expand, expanded_values, parse_vectors,
                                      render_vectors)
-from chorus.tasks.schema import Task
+from chorus.core.task import Task
 
 RTL = """module pick(input logic clock, input logic rst_n, input logic [3:0] sel, input logic [7:0] data,
             input logic go, output logic [7:0] q, output logic hit);

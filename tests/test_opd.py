@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from chorus.config.schema import ConsolidationConf, RewardConfig, TeacherPoolConf
-from chorus.config.modes import Divergence, GateMetric, OPDMode
+from chorus.core.modes import Divergence, GateMetric, OPDMode
 from chorus.opd.losses import generalized_jsd, pg_advantages, reverse_kl
 from chorus.opd.routing import ROUTINGS, route, route_no_gate, route_random
 from chorus.rl.losses import clipped_pg_loss

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from chorus.config.schema import ConsolidationConf, RewardConfig
-from chorus.config.modes import OPDMode
+from chorus.core.modes import OPDMode
 from chorus.opd.losses import generalized_jsd, reverse_kl
 from chorus.opd.routing import route
 from chorus.opd.teachers import Teacher, TeacherRewards, table_rewards

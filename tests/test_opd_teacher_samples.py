@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 
-from chorus.config.modes import GateMetric
+from chorus.core.modes import GateMetric
 from chorus.config.schema import ConsolidationConf, TeacherPoolConf
 from chorus.opd.losses import pg_advantages, sequence_kd
 from chorus.opd.teachers import Teacher
@@ -177,7 +177,7 @@ def test_micro_loss_gives_unrouted_rows_their_group_advantage(tiny_xs):
 
 
 def test_unrouted_rl_with_direct_mode_is_refused_in_one_line(tiny_xs, rl_tasks, sim, tmp_path):
-    from chorus.config.modes import OPDMode, Unrouted
+    from chorus.core.modes import OPDMode, Unrouted
     from chorus.opd.run import train_opd
 
     with pytest.raises(ValueError, match="unrouted=rl .* use consolidation.mode=pg") as err:
@@ -209,7 +209,7 @@ def test_routed_tasks_train_under_the_group_advantage_and_the_teacher_scores_the
     never scores a student token (no kl_t); both: every student row is kept, carries its group
     advantage and is scored by the teacher. The teacher's passing samples join either way."""
     import chorus.opd.run as opd_run
-    from chorus.config.modes import Routed, Unrouted
+    from chorus.core.modes import Routed, Unrouted
 
     monkeypatch.setattr(opd_run, "teacher_engine", lambda rl: lambda model, tok: ScriptedTeacher(tok, rl_tasks))
     shutil.copytree(sft_xs, tmp_path / "teacher")
@@ -235,7 +235,7 @@ def test_routed_tasks_train_under_the_group_advantage_and_the_teacher_scores_the
 
 
 def test_routed_rl_without_unrouted_rl_is_refused_in_one_line(tiny_xs, rl_tasks, sim, tmp_path):
-    from chorus.config.modes import Routed
+    from chorus.core.modes import Routed
     from chorus.opd.run import train_opd
 
     with pytest.raises(ValueError, match="routed=both .* set consolidation.unrouted=rl") as err:

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from chorus.config.schema import SFTStageConf, StageTasksConf
-from chorus.config.modes import Difficulty, RepairSource, SFTKind
+from chorus.core.modes import Difficulty, RepairSource, SFTKind
 from chorus.sft.stages import resolve_init, run_stage
 from chorus.tracking.progress import Progress
 from helpers import context, lines

@@ -12,7 +12,7 @@ from chorus.stimulus.aliases import alias_map
 from chorus.stimulus.formats import render, score, score_many
 from chorus.stimulus.program import random_program
 from chorus.tasks import load_bundled, load_tasks
-from chorus.tasks.schema import Task
+from chorus.core.task import Task
 
 
 def outcome(r) -> tuple:

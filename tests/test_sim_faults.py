@@ -18,7 +18,7 @@ from chorus.sim.coverage import CoverageReport
 from chorus.sim.workdirs import run_dir, sweep_stale
 from chorus.stimulus.formats import score
 from chorus.tasks import load_tasks
-from chorus.tasks.schema import Task, TaskFormatError, read_jsonl
+from chorus.core.task import Task, TaskFormatError, read_jsonl
 
 from helpers import counter_tb
 

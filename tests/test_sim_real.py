@@ -6,7 +6,7 @@ import pytest
 
 from chorus.sim import simulate
 from chorus.sim.pool import evaluate_many
-from chorus.tasks.schema import Task
+from chorus.core.task import Task
 from helpers import counter_tb
 
 AND2_TB = """`timescale 1ns/1ps

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from chorus.tasks import TaskFormatError, load_bundled, load_tasks, read_jsonl, write_jsonl
+from chorus.core.task import TaskFormatError, read_jsonl, write_jsonl
+from chorus.tasks import load_bundled, load_tasks
 from chorus.tasks.cvdp import instance_from_process, row_to_task
 
 

@@ -1,7 +1,7 @@
 """Hydra structured configs: the schema every YAML under conf/ is validated against, and the one
 place every setting's default lives (the simulator's: SimConfig in sim/config.py). A YAML option
 under conf/ states only what differs from these defaults (tests/test_config_defaults.py checks it);
-closed sets of strings are the enums of chorus/config/modes.py, so a bad value fails at composition.
+closed sets of strings are the enums of chorus/core/modes.py, so a bad value fails at composition.
 Library code builds Teacher and RewardConfig from here too. Imports stay light (no torch, pandas)."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
-from .modes import AgenticStop, Difficulty, Divergence, Engine, GateMetric, GenerationMode, InferenceCopyMode, \
-    Launcher, LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routed, Routing, SFTKind, Split, \
-    TeacherSource, Unrouted
+from ..core.modes import AgenticStop, Difficulty, Divergence, Engine, GateMetric, GenerationMode, InferenceCopyMode, \
+    Launcher, LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routed, Routing, SFTKind, Split, TeacherSource, \
+    Unrouted
 from ..sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"

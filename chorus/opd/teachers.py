@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config.schema import RewardConfig, Teacher  # Teacher: one entry of teacher_pool.teachers
-from ..config.modes import MissingRewards, TeacherSource
+from ..core.modes import MissingRewards, TeacherSource
 from ..rl.rewards import reward
 from ..tracking.identity import variants
 from ..tracking.run_dir import PARQUET, TABLE, kept_answers, read_table

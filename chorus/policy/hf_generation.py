@@ -23,7 +23,7 @@ from transformers import (CompileConfig, LogitsProcessor, LogitsProcessorList, S
                           TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-from ..config.modes import GenerationMode
+from ..core.modes import GenerationMode
 from .fence_stop import FenceStop
 
 MODES = tuple(m.value for m in GenerationMode)  # rl.generation / policy.generation's values

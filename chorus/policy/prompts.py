@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..core.task import Task
 from ..stimulus.aliases import alias_map, alias_table
 from ..stimulus.program import __doc__ as VECTORS_DOC
-from ..tasks.schema import Task
 
 SYSTEM = ("You write stimulus for hardware verification. Reply with a line `filename: <name>` and then "
           "exactly one fenced code block. The block holds stimulus only: no checks, assertions or "

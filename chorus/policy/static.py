@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config.modes import Quality
+from ..core.modes import Quality
+from ..core.task import Task
 from ..stimulus.aliases import alias_map
 from ..stimulus.formats import render
 from ..stimulus.program import parse_vectors, random_program
-from ..tasks.schema import Task
 
 EXTENSIONS = {"testbench": ".sv", "body": ".sv", "vectors": ".vec", "cocotb": ".py"}
 QUALITIES = tuple(q.name for q in Quality)  # policy.quality's choices, from their one definition

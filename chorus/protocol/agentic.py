@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from contextlib import nullcontext
 from typing import Sequence
 
-from ..config.modes import AgenticStop
+from ..core.modes import AgenticStop
+from ..core.task import Task
 from ..policy.engines import Generation, SamplingParams
 from ..policy.parsing import parse_completion
 from ..policy.prompts import fit_messages, render_messages
 from ..rl.rewards import COVERAGE_COUNTS
 from ..sim import SimConfig, SimResult
 from ..sim.pool import make_pool, settled
-from ..tasks.schema import Task
 from ..tracking.summary import passes
 from ..tracking.timing import add_seconds
 from .direct import generation_row, parsed_job

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from tqdm import tqdm
 
+from ..core.task import Task
 from ..policy.engines import Generation, SamplingParams
 from ..policy.parsing import parse_completion
 from ..policy.prompts import render_prompt
@@ -19,7 +20,6 @@ from ..scoring import result_row
 from ..sim import SimConfig, SimResult
 from ..sim.pool import make_pool, settled, submit_group
 from ..stimulus.formats import get_format, score_many
-from ..tasks.schema import Task
 from ..tracking.timing import add_seconds
 
 

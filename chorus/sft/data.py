@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..core.task import Task
 from ..policy.parsing import parse_completion
 from ..policy.prompts import FENCE, FILENAME, messages
 from ..policy.static import QUALITIES
@@ -25,7 +26,6 @@ from ..sim.pool import evaluate_many
 from ..stimulus.aliases import alias_map
 from ..stimulus.formats import render, score
 from ..stimulus.program import parse_vectors
-from ..tasks.schema import Task
 
 
 @dataclass

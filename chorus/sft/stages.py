@@ -10,8 +10,8 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from ..config.schema import RLConf, SFTStageConf, TrainerConf
-from ..config.modes import RepairSource
 from ..config.job_context import JobContext
+from ..core.modes import RepairSource
 from ..policy.models import resolve_path
 from ..tracking.identity import variants
 from ..tracking.timing import add_seconds

@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
-from ..config.modes import Isolation, SimExecutor
+from ..core.modes import Isolation, SimExecutor
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..tasks.schema import TRUSTED, Task
+from ..core.task import TRUSTED, Task
 from .result import SimResult
 from .build import build_jail, define_args, verilator_errors, verilator_flags
 from .config import SimConfig

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 
-from ..tasks.schema import Task
+from ..core.task import Task
 
 _SCOPES = ("MODULE", "IFACE")
 

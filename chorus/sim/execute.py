@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tasks.schema import Task
+from ..core.task import Task
 from .config import SimConfig
 from .coverage import CoverageFormatError, Point, compute_metrics, parse_coverage_text
 from .design import find_dut_instance, source_name

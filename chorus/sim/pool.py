@@ -6,7 +6,7 @@ from contextlib import nullcontext
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence
 
-from ..tasks.schema import Task
+from ..core.task import Task
 from .config import SimConfig
 from .executor import Executor, LocalExecutor, default_workers
 from .result import SimResult

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..tasks.schema import TRUSTED, Task
+from ..core.task import TRUSTED, Task
 from .build import build, build_fingerprint
 from .cache import ResultCache, default_cache_root
 from .config import SimConfig

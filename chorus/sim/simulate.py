@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..tasks.schema import TRUSTED, Task
+from ..core.task import TRUSTED, Task
 from .build import build, build_fingerprint
 from .cache import ResultCache, default_cache_root, result_key
 from .config import SimConfig

@@ -10,8 +10,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from ..core.task import Task
 from ..sim.design import dut_ports
-from ..tasks.schema import Task
 
 _CLOCK = re.compile(r"^(i_|in_)?(clk|clock)(_i|_in)?$|^(clk|clock)_\w+$|^\w+_(clk|clock)$", re.I)
 _RESET = re.compile(r"(^|_)(rst|reset|arst|srst)(n|_n|_b|_l|_ni)?($|_)|^(n_?rst|rstn|resetn)", re.I)

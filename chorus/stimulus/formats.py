@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..core.task import Task
 from ..sim import SimConfig, SimResult, simulate
 from ..sim.prebuilt import run_harness_many
 from ..sim.svlex import tokenize
-from ..tasks.schema import Task
 from . import cocotb_stimulus
 from .aliases import ALIAS_NAME, AliasMap, alias_map
 from .program import Program, VectorsError, expand, parse_vectors, render_vectors

@@ -6,7 +6,7 @@ stimulus never races the DUT. Designs without a clock still get `clk` to pace st
 """
 from __future__ import annotations
 
-from ..tasks.schema import Task
+from ..core.task import Task
 from .aliases import AliasMap
 from .program import RANDOM, Program
 

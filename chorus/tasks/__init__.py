@@ -5,7 +5,7 @@ from pathlib import Path
 
 from .bundled import SPLITS, load_bundled
 from .cvdp import load_cvdp
-from .schema import TRUSTED, Task, TaskFormatError, read_jsonl, write_jsonl
+from ..core.task import TRUSTED, Task, TaskFormatError, read_jsonl
 
 
 def _jsonl(path: str | None = None, **_) -> list[Task]:

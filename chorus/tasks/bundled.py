@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from ..config.modes import Split
-from .schema import Task, TaskFormatError
+from ..core.modes import Split
+from ..core.task import Task, TaskFormatError
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 SPLITS = tuple(s.name for s in Split)  # tasks.split's choices, from their one definition

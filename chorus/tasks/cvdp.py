@@ -13,8 +13,8 @@ import shlex
 from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 
+from ..core.task import Task, TaskFormatError, iter_jsonl
 from ..sim.svlex import top_modules
-from .schema import Task, TaskFormatError, iter_jsonl
 
 _ENV_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(.*?)\s*$")
 

@@ -3,10 +3,10 @@ random-stimulus coverage baseline. It is the body skeleton (ports read by elabor
 with pyslang, wired through the canonical aliases) around uniform random stimulus."""
 from __future__ import annotations
 
+from ..core.task import Task
 from ..stimulus.aliases import alias_map
 from ..stimulus.program import RANDOM, Program, Step
 from ..stimulus.skeleton import body_testbench, render_body
-from .schema import Task
 
 
 def smoke_testbench(task: Task, cycles: int = 200) -> str:

@@ -35,9 +35,9 @@ binary in a fresh directory, with chorus's harness as the only cocotb test modul
 """
 from __future__ import annotations
 
+from ...core.task import Task
 from ...sim.config import SimConfig
 from ...sim.result import SimResult
-from ...tasks.schema import Task
 from ..aliases import alias_map
 from .check import check_stimulus
 from .render import render

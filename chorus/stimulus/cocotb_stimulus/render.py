@@ -1,7 +1,7 @@
 """A stimulus program rendered as a cocotb module (scores like the same program as vectors)."""
 from __future__ import annotations
 
-from ...tasks.schema import Task
+from ...core.task import Task
 from ..aliases import alias_map
 from ..program import RANDOM, Program
 

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from ...core.task import Task
 from ...sim.build import build, build_fingerprint, make_vars, verilator_flags
 from ...sim.cache import ResultCache, default_cache_root
 from ...sim.config import SimConfig
@@ -22,7 +23,6 @@ from ...sim.isolation import Policy
 from ...sim.design_check import stage_design
 from ...sim.simulate import task_facts
 from ...sim.toolchain import ToolchainError, find_toolchain, flagset_key
-from ...tasks.schema import Task
 from ..aliases import AliasMap, alias_map
 from ..skeleton import CLOCK_HALF_NS, COCOTB_TOP, cocotb_wrapper
 from .check import STIMULUS_FILE

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 
-from ..schema import Task
+from ...core.task import Task
 from . import alu, counter, fsm, mux_cmp, shift_lfsr
 from .common import DIFFICULTIES, MIXED, make_task, reference_testbench
 from .targets import calibrate_targets

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from ..schema import Task
+from ...core.task import Task
 
 DIFFICULTIES = ("easy", "medium", "hard")
 # The staged world's held-out and training mixture (issue 27): design k is DIFFICULTIES[k % 3], built

@@ -20,8 +20,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from ...config.modes import Quality
-from ..schema import Task
+from ...core.modes import Quality
+from ...core.task import Task
 from . import DIFFICULTIES, FAMILIES, MIXED, calibrate_targets, generate_task
 
 GRADES = tuple(q.name for q in Quality)  # every reference grade (policy.quality's choices)

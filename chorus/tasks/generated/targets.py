@@ -23,7 +23,7 @@ import logging
 import math
 import os
 
-from ..schema import Task
+from ...core.task import Task
 from .common import COMPACT_CYCLES
 
 log = logging.getLogger(__name__)
