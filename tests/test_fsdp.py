@@ -81,7 +81,7 @@ def union(batches: list, mini_batches: int):
 
 
 class Recorder:
-    """Where `_engine_sync` puts the weights: what a vLLM engine would load."""
+    """Where `weight_sync` puts the weights: what a vLLM engine would load."""
 
     def sync_weights(self, items):
         self.weights = {k: v.detach().clone() for k, v in items}
@@ -95,7 +95,7 @@ def _job(world: str, offload: str, out: str, steps: str = str(STEPS), resume: st
     from chorus.config.schema import RLConf, TrainerConf
     from chorus.rl.algos import get_algo
     from chorus.rl.module import Hooks, RLModule
-    from chorus.rl.run import _engine_sync
+    from chorus.rl.run import weight_sync
     from chorus.trainer_setup import build_trainer, fused_optimizer
 
     world = int(world)
@@ -124,7 +124,7 @@ def _job(world: str, offload: str, out: str, steps: str = str(STEPS), resume: st
 
         def on_train_end(self):  # every rank: the sync gathers from all of them
             engine = Recorder()
-            _engine_sync(engine)(self.model)
+            weight_sync(engine)(self.model)
             torch.save({"synced": engine.weights, "updates": self.updates, "world": self.trainer.world_size,
                         "sharded": type(self.model).__name__, "compute_dtypes": self.compute_dtypes,
                         "master_dtypes": {p.dtype for p in self.model.parameters()},

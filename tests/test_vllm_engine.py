@@ -1,7 +1,7 @@
 """The vLLM engine without vLLM: vLLM cannot run here (no GPU, and it pins a CUDA torch while the
 project pins 2.13.0+cpu), so these tests check what can be checked without it, on real pieces
 otherwise: the arguments we hand vLLM, the worker extension loading a real tiny transformers model,
-the weight sync's order (load, then reset the prefix cache) through the real `_engine_sync`, and the
+the weight sync's order (load, then reset the prefix cache) through the real `weight_sync`, and the
 errors for a missing or too old vLLM. Where vLLM's `LLM` object is needed, `RecordingLLM` stands in
 for it; what vLLM itself does with these arguments is untested here."""
 import importlib
@@ -16,7 +16,7 @@ from chorus.policy.engines import Generation, SamplingParams, make_engine
 from chorus.policy.models import load_model
 from chorus.policy.vllm_engine import (EXTENSION, LOAD_METHOD, MIN_VLLM, VLLMEngine, WeightSyncExtension,
                                        check_in_process, check_vllm, finish_reason, llm_kwargs, sampling_kwargs)
-from chorus.rl.run import _engine_sync
+from chorus.rl.run import weight_sync
 from vllm_standin import with_load_weights
 
 
@@ -133,7 +133,7 @@ def test_the_extension_refuses_a_sync_that_leaves_an_engine_parameter_out(models
 def test_each_sync_loads_the_weights_then_resets_the_prefix_cache(models):
     trainer, engine_model, tok = models
     llm = RecordingLLM(Worker(engine_model))
-    sync = _engine_sync(VLLMEngine(llm, tok, dict, Generation))
+    sync = weight_sync(VLLMEngine(llm, tok, dict, Generation))
     sync(trainer)
     assert llm.calls == [("collective_rpc", LOAD_METHOD), ("reset_prefix_cache",)]
     assert mismatched(trainer, engine_model) == []

@@ -176,7 +176,7 @@ def test_the_sync_after_an_update_frees_the_gradients_then_wakes_weights_loads_r
         tiny_xs, monkeypatch):
     from chorus.policy.models import load_model
     from chorus.rl.module import sync_engine
-    from chorus.rl.run import _engine_sync
+    from chorus.rl.run import weight_sync
 
     llm = vllm_standin.StandInLLM(model=str(tiny_xs))
     trainer, tok = load_model("hf", path=str(tiny_xs), dtype="float32")
@@ -195,14 +195,14 @@ def test_the_sync_after_an_update_frees_the_gradients_then_wakes_weights_loads_r
     # the same calls on every device (empty_cache does nothing where CUDA never started); recorded here
     # to see where it falls
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: llm.calls.append("empty cache"))
-    sync_engine(opt, trainer, _engine_sync(engine))
+    sync_engine(opt, trainer, weight_sync(engine))
     assert llm.calls == ["sleep1", "free grads", "empty cache", "wake:weights", "load", "reset", "wake:kv_cache"]
     assert all(g is None for g in grads_at_wake[("weights",)])  # the update's gradients were gone before the wake
     assert not engine.asleep and not llm.sleeping
     trained = trainer.state_dict()
     assert all(torch.equal(v, trained[k]) for k, v in llm.weights().items())
     awake = len(llm.calls)
-    sync_engine(opt, trainer, _engine_sync(engine))  # rl.vllm_sleep=false: nothing to wake
+    sync_engine(opt, trainer, weight_sync(engine))  # rl.vllm_sleep=false: nothing to wake
     assert llm.calls[awake:] == ["free grads", "empty cache", "load", "reset"]
 
 
@@ -210,11 +210,13 @@ def test_the_lora_delta_is_merged_in_fp32_under_the_training_steps_bf16_autocast
     """The sync and the inference copy's refresh run inside the training step's autocast; the merged
     weight is base + B A x scale computed in fp32 all the same (bf16 would round the delta to ~3
     significant digits: an error 1e3 times fp32's)."""
-    from chorus.policy.inference_copy import _merged_lora_weights
+    from chorus.policy.inference_copy import InferenceCopy
     from chorus.policy.models import load_model, lora_merged_weight, merged_lora_weights
 
     model, _ = load_model("hf", path=str(tiny_xs), dtype="float32", lora={"r": 4, "alpha": 8, "dropout": 0.0,
                                                                          "target_modules": None})
+    # made while the adapter is still a no-op (lora_B = 0): what the copy holds below is the refresh's merge
+    inference_copy = InferenceCopy(model, torch.float32)
     torch.manual_seed(0)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -226,7 +228,8 @@ def test_the_lora_delta_is_merged_in_fp32_under_the_training_steps_bf16_autocast
     with torch.autocast("cpu", dtype=torch.bfloat16):
         merged = lora_merged_weight(layer)
         synced = dict(merged_lora_weights(model))["model.layers.0.self_attn.q_proj.weight"]
-        copied = dict(_merged_lora_weights(model))["model.layers.0.self_attn.q_proj.weight"]
+        inference_copy.refresh(model)
+    copied = inference_copy.model.model.layers[0].self_attn.q_proj.weight.detach()
     for w in (merged, synced, copied):
         assert w.dtype == torch.float32
         assert float((w.double() - exact).abs().max()) < 1e-6 * float(exact.abs().max())
@@ -239,7 +242,7 @@ def test_a_lora_sync_pushes_the_merged_weights_under_the_base_names_and_leaves_t
 
     from chorus.policy.engines import HFEngine, SamplingParams
     from chorus.policy.models import load_model
-    from chorus.rl.run import _engine_sync
+    from chorus.rl.run import weight_sync
 
     policy, tok = load_model("hf", path=str(tiny_xs), dtype=base_dtype, lora={"r": 4, "alpha": 8})
     g = torch.Generator().manual_seed(0)
@@ -256,7 +259,7 @@ def test_a_lora_sync_pushes_the_merged_weights_under_the_base_names_and_leaves_t
     llm = vllm_standin.StandInLLM(model=str(tiny_xs))
     engine = VLLMEngine(llm, tok, dict, Generation)
     engine.sleep()
-    _engine_sync(engine)(policy)
+    weight_sync(engine)(policy)
     names = llm.loaded_names
     assert sorted(names) == sorted(expected)  # the base model's Hugging Face names, every one of them
     assert not [n for n in names if "base_model" in n or "base_layer" in n or "lora_" in n]

@@ -57,7 +57,7 @@ def model_identity(path: str, lora: dict | None) -> dict:
             "weights": [list(w) for w in weights], "lora": lora or None}
 
 
-def _engine_sync(engine):
+def weight_sync(engine):
     """After each update: the trainer's weights into the engine, which then drops its prefix cache
     (engine.sync_weights does both, so no caller can load without the reset). Full weights, or under
     LoRA the adapter merged into the base (the engine serves the plain base model: its names, no
@@ -222,7 +222,7 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
             if engines.engine is None:
                 engines.engine = make_engine("vllm", model, tok, path=init, dtype=dtype, seed=seed + fit.global_rank,
                                              gpu_memory=rl.vllm_memory, **vllm_options(rl, fit))
-            _engine_sync(engines.engine)(policy)  # the weights it trains from: the init's or the restored ones
+            weight_sync(engines.engine)(policy)  # the weights it trains from: the init's or the restored ones
 
         def validate(step: int, policy) -> None:  # rl.select_every: one point of the validation curve
             was_training = policy.training
@@ -267,7 +267,7 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
         vllm = rl.engine == "vllm"
         sampler_start = start if vllm else (inference.place if inference else None)
         hooks = Hooks(rollout, state=sampler.state_dict, restore=sampler.load_state_dict, on_step=after_step,
-                      sync_weights=(lambda m: _engine_sync(engines.engine)(m)) if vllm else
+                      sync_weights=(lambda m: weight_sync(engines.engine)(m)) if vllm else
                       (inference.refresh if inference else None),
                       start=start_and_validate if selection else sampler_start)
         use_gradient_checkpointing(model, trainer)
