@@ -27,9 +27,9 @@ from ..core.task import Task
 from ..policy.engines import Generation, SamplingParams
 from ..policy.parsing import parse_completion
 from ..policy.prompts import fit_messages, render_messages
-from ..rl.rewards import COVERAGE_COUNTS
 from ..sim import SimConfig, SimResult
 from ..sim.pool import make_pool, settled
+from ..sim.result import COVERAGE_COUNTS
 from ..tracking.summary import passes
 from ..tracking.timing import add_seconds
 from .direct import generation_row, parsed_job
@@ -55,7 +55,7 @@ def _conversation(s: _Sample, markov: bool, base: list[dict]) -> list[dict]:
 
 def standing(row: dict, pass_coverage: float | None = None) -> tuple[bool, float]:
     """How a round's result ranks: passing first, then coverage that counts as reward
-    (rl/rewards.COVERAGE_COUNTS). A run that stopped on an error keeps its coverage but does not
+    (sim/result.COVERAGE_COUNTS). A run that stopped on an error keeps its coverage but does not
     pass, so it must not displace an earlier round that passed with less."""
     counts = row["status"] in COVERAGE_COUNTS and row["overall"] is not None
     return passes(row, pass_coverage), row["overall"] if counts else 0.0

@@ -4,15 +4,15 @@ summary with the uncovered lines and their source (LLM4Cov style).
 chorus's own verdict is its lines outside any block; everything the sample can shape (a result's
 reason, which quotes compiler errors, exceptions and $fatal messages, and the logs) goes only inside
 one labelled fenced block that no text in it can close. The verdict says whether coverage counted
-by the same rule as the reward (rl/rewards.COVERAGE_COUNTS)."""
+by the same rule as the reward (sim/result.COVERAGE_COUNTS)."""
 from __future__ import annotations
 
 import re
 
 from ..policy.parsing import Parsed
 from ..policy.prompts import FENCE
-from ..rl.rewards import COVERAGE_COUNTS
 from ..sim import SimResult
+from ..sim.result import COVERAGE_COUNTS
 
 
 def _error_lines(log: str, limit: int = 12) -> str:

@@ -6,11 +6,9 @@ of group baselines and receive advantage 0.
 from __future__ import annotations
 
 from ..config.schema import RewardConfig  # rl.reward's schema, its defaults and what each term does
+from ..sim.result import COVERAGE_COUNTS
 
 FAILED_TO_RUN = ("compile_error", "rejected", "timeout", "runtime_error", "missing")
-# the statuses whose coverage is the reward: a run that stopped on an error (a fatal, the output
-# limit) keeps what it covered before that (protocol/feedback.py tells the model so)
-COVERAGE_COUNTS = ("ok", "runtime_error")
 
 
 def reward(status: str, overall: float | None, passed: bool, cfg: RewardConfig = RewardConfig()) -> float | None:

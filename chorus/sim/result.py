@@ -6,6 +6,10 @@ from dataclasses import asdict, dataclass, field
 from .coverage import CoverageReport
 
 STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "rejected", "harness_error", "empty")
+# the statuses whose coverage counts: a run that stopped on an error (a fatal, the output limit) keeps
+# what it covered before that. Defined here, with the statuses, because the reward (rl/rewards.py) and
+# the feedback a model reads (protocol/feedback.py, protocol/agentic.py) apply the same rule.
+COVERAGE_COUNTS = ("ok", "runtime_error")
 
 
 @dataclass
