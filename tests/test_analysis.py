@@ -354,11 +354,12 @@ def test_every_run_against_uniform_random_stimulus_paired_over_tasks():
 
 
 def test_findings_name_runs_without_a_valid_sample_and_harness_errors():
-    from chorus.analysis.report import _validity_findings
+    from chorus.analysis.report import findings
 
     samples = {r: VALIDITY_SAMPLES[r] for r in ("x", "z")}
     runs = pd.DataFrame({"run": ["x", "z"], "job": ["rl", "rl"]})
-    lines = _validity_findings(chorus_table(tidy_samples(samples), runs, k=1, n_boot=10).set_index("run"))
+    said = findings(chorus_table(tidy_samples(samples), runs, k=1, n_boot=10), routing=pd.DataFrame())
+    lines = [s for s in said if s.startswith(("Valid samples", "Harness errors"))]  # after the experts' sentences
     assert "x 50.0 % / 56.7 %, z 0.0 % / no valid sample." in lines[0] and "nan" not in lines[0]
     assert f"spans {(40 + 15 + 30) / 3:.1f} points, over valid samples 0.0 points, and validity 50.0 points" in lines[0]
     assert lines[1].startswith("Harness errors (chorus's failures, not the model's): x 1 samples")

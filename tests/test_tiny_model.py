@@ -71,7 +71,8 @@ def test_same_seed_same_model_other_seed_other_weights(tmp_path, corpus):
 
 def test_second_call_reuses_the_cache(built_s, corpus, monkeypatch):
     stamp = {f.name: f.stat().st_mtime_ns for f in built_s.iterdir()}
-    monkeypatch.setattr(tiny, "_build_into", lambda *a, **k: pytest.fail("rebuilt a cached model"))
+    # every build trains its tokenizer first: a reuse never does
+    monkeypatch.setattr(tiny, "train_tokenizer", lambda *a, **k: pytest.fail("rebuilt a cached model"))
     again = build_tiny("s", seed=0, corpus=corpus, cache_root=built_s.parent.parent)
     assert again == built_s and (built_s / READY).exists()
     assert {f.name: f.stat().st_mtime_ns for f in built_s.iterdir()} == stamp
@@ -159,7 +160,7 @@ def test_pretraining_lowers_the_lm_loss_and_is_part_of_the_recipe(tmp_path, corp
     w2 = AutoModelForCausalLM.from_pretrained(again).state_dict()
     assert all(torch.equal(w1[k], w2[k]) for k in w1)  # same seed, same corpus, same machine: same base
     # reused, not rebuilt; a different recipe in the same dir is refused with the fix named
-    monkeypatch.setattr(tiny, "_build_into", lambda *a, **k: pytest.fail("rebuilt a cached base"))
+    monkeypatch.setattr(tiny, "train_tokenizer", lambda *a, **k: pytest.fail("rebuilt a cached base"))
     assert build_tiny("xs", seed=0, corpus=corpus, cache_root=tmp_path, pretrain_steps=40,
                       pretrain_corpus=texts) == base
     with pytest.raises(ValueError, match="different tiny model"):

@@ -75,8 +75,10 @@ def premise(experts) -> str:
             "so these are not experts that score alike, and what follows is not a test of CHORUS's claim.")
 
 
-def _findings(table, routing, mde: dict | None = None) -> list[str]:
-    """Plain sentences computed from the table: what the numbers say, nothing more."""
+def findings(table, routing, mde: dict | None = None) -> list[str]:
+    """Plain sentences computed from the table (chorus_table's) and the OPD routing (routing_table's):
+    what the numbers say, nothing more; REPORT.md's "What the numbers say". `mde`: the minimum
+    detectable headroom by metric suffix ("" for Pass@1), named beside a headroom not claimed."""
     t = table.set_index("run")
     experts = t[t["kind"] == "expert"]
     oracle = t[t["kind"] == "oracle"].iloc[0]
@@ -266,9 +268,9 @@ def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict]
         lines += ["## Each run against uniform random stimulus", "",
                   "Run minus random stimulus on the same tasks; intervals: paired bootstrap over tasks.", "",
                   result["random_deltas"], ""]
-    findings = _findings(table, routing, {"": result["mde"]["mde"]} if result["mde"] else None)
-    if findings:
-        lines += ["## What the numbers say", "", *[f"- {f}" for f in findings], ""]
+    said = findings(table, routing, {"": result["mde"]["mde"]} if result["mde"] else None)
+    if said:
+        lines += ["## What the numbers say", "", *[f"- {f}" for f in said], ""]
     if not routing.empty:
         lines += ["## OPD routing (share of per-task decisions)", "",
                   routing.to_markdown(index=False, floatfmt=".2f"), ""]
