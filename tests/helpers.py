@@ -66,6 +66,22 @@ def lines(path) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines()]
 
 
+def gradient_recorder():
+    """A Lightning callback whose `.grads` gets the policy's (module.model's) whole gradient, flat, before
+    every optimizer step. Built on call: helpers imports nothing heavy at import time."""
+    import lightning as L
+    import torch
+
+    class Grads(L.Callback):
+        def __init__(self):
+            self.grads = []
+
+        def on_before_optimizer_step(self, trainer, module, optimizer):
+            self.grads.append(torch.cat([p.grad.flatten().clone() for p in module.model.parameters()]))
+
+    return Grads()
+
+
 def run_rank_script(script: str, cwd, args, timeout_s: float) -> str:
     """`python script *args` in `cwd` as a multi-rank job (tests/test_ddp.py, test_fsdp.py), within
     `timeout_s`; returns its log. Its own session: on a timeout the whole group goes, the ranks

@@ -18,6 +18,7 @@ from chorus.rl.packing import (pack_rows, packed_tokens, padded_tokens, pass_tok
                                why_not_packable)
 from chorus.rl.module import Hooks, RLModule
 from chorus.rl.rollouts import RolloutBatch
+from helpers import gradient_recorder
 
 V = 4000
 
@@ -182,14 +183,6 @@ def test_token_budget_micro_batches_count_the_tokens_a_packed_pass_computes():
                                                                        slice(5, 7), slice(7, 8)]
 
 
-class Grads(L.Callback):
-    def __init__(self):
-        self.grads = []
-
-    def on_before_optimizer_step(self, trainer, module, optimizer):
-        self.grads.append(torch.cat([p.grad.flatten().clone() for p in module.model.parameters()]))
-
-
 def rollout() -> RolloutBatch:
     """Six right-padded rows of 12, 4, 10, 3, 9 and 5 tokens, prompts of 2 or 3."""
     g = torch.Generator().manual_seed(5)
@@ -205,7 +198,7 @@ def rollout() -> RolloutBatch:
 def test_the_rl_update_packed_equals_the_padded_one_with_micro_batches_sized_by_computed_tokens():
     runs = {}
     for pack in (False, True):
-        model, seen, grads = qwen(), [], Grads()
+        model, seen, grads = qwen(), [], gradient_recorder()
         rl = RLConf(mini_batches=2, micro_batch=8, micro_tokens=20, lr=0.05, warmup_steps=1, grad_clip=1e9,
                     temperature=0.7, max_new_tokens=10)
         hooks = Hooks(rollout=lambda step: rollout(), on_step=lambda step, b, st: seen.append(st))

@@ -14,6 +14,7 @@ from chorus.rl.algos import get_algo
 from chorus.rl.losses import minibatch_counts, minibatch_normalizers, minibatch_slices
 from chorus.rl.module import Hooks, RLModule
 from chorus.rl.rollouts import RolloutBatch
+from helpers import gradient_recorder
 
 
 def test_minibatch_slices_are_contiguous_and_even():
@@ -68,14 +69,6 @@ def synthetic_batch(ragged: bool = False) -> RolloutBatch:
     return RolloutBatch(ids, attn, comp, engine * comp, adv, rows=[{}] * 8, stats={})
 
 
-class Grads(L.Callback):
-    def __init__(self):
-        self.grads = []
-
-    def on_before_optimizer_step(self, trainer, module, optimizer):
-        self.grads.append(torch.cat([p.grad.flatten().clone() for p in module.model.parameters()]))
-
-
 def fit(mini_batches: int, eps_high: float, epochs: int = 1, rollouts: int = 1, micro_tokens=None, ragged=False,
         plugins=None, precision="32-true"):
     rl = RLConf(mini_batches=mini_batches, epochs=epochs, micro_batch=3, lr=0.3, warmup_steps=1, grad_clip=1e9,
@@ -83,7 +76,7 @@ def fit(mini_batches: int, eps_high: float, epochs: int = 1, rollouts: int = 1, 
     seen = []
     hooks = Hooks(rollout=lambda step: synthetic_batch(ragged), on_step=lambda step, b, st: seen.append(st))
     module = RLModule(TinyPolicy(), get_algo("dapo", eps_high=eps_high), rl, hooks, identity={})
-    grads = Grads()
+    grads = gradient_recorder()
     trainer = L.Trainer(max_steps=rollouts, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, callbacks=[grads], plugins=plugins,
                         **({} if plugins else {"precision": precision}))
