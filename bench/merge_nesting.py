@@ -6,7 +6,7 @@
 The experts start from nested SFT checkpoints: stage1 = stage0 + D1, stage2 = stage1 + D2, and
 expert_i = stage_i + R_i (its RL change). Task vectors are taken against stage0 (teacher_pool.base),
 so tau_0 = R0, tau_1 = D1 + R1, tau_2 = D1 + D2 + R2. Each method merges the three experts through
-chorus.merge at its defaults (conf/consolidation/<method>.yaml over ConsolidationConf, as a merge
+chorus.merge at its defaults (conf/consolidation/<method>.yaml over its schema, as a merge
 job reads them), then at the former defaults (BEFORE: the papers' plain sums) and at each --variant.
 Each merged task vector (merged - stage0, every parameter flattened) is fit by least squares on the
 basis [D1, D2, R0, R1, R2]. Printed per merge: the five coefficients, the residual share
@@ -18,6 +18,7 @@ description, the residual what it leaves out.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -28,8 +29,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from chorus.config.schema import CONF_DIR, ConsolidationConf
-from chorus.config.job_settings import MERGE_OPTIONS
+from chorus.config.schema import CONF_DIR, MERGE_SCHEMAS, MergeConf
 from chorus.merge.methods import MERGES
 from chorus.merge.run import merge_options
 from chorus.merge.stream import Checkpoint, merge_checkpoints
@@ -54,12 +54,12 @@ def flat(path: Path) -> torch.Tensor:
     return torch.cat([ck.tensor(k).double().flatten() for k in sorted(ck.where)])
 
 
-def configured(method: str, overrides: dict) -> ConsolidationConf:
+def configured(method: str, overrides: dict) -> MergeConf:
     """The method's settings as a merge job composes them: the schema, its yaml's deltas, overrides."""
     doc = yaml.safe_load((CONF_DIR / "consolidation" / f"{method}.yaml").read_text())
     doc.pop("defaults", None)
     try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ConsolidationConf), doc, overrides))
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(MERGE_SCHEMAS[method]), doc, overrides))
     except OmegaConfBaseException as err:
         sys.exit(f"{method} {overrides}: {str(err).splitlines()[0]}")
 
@@ -79,10 +79,10 @@ def parse_variant(text: str) -> tuple[str, dict]:
         overrides = {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in sets.split(",") if s)}
     except ValueError:
         sys.exit(f"--variant {text!r}: write method:key=value[,key=value], e.g. dare:normalize=false,lam=0.5")
-    unread = sorted(set(overrides) - {"weights", *MERGE_OPTIONS[method]})
+    reads = [f.name for f in dataclasses.fields(MERGE_SCHEMAS[method]) if f.name != "name"]
+    unread = sorted(set(overrides) - set(reads))
     if unread:
-        sys.exit(f"--variant {text!r}: {method} does not read {unread}; it reads weights and "
-                 f"{list(MERGE_OPTIONS[method])}")
+        sys.exit(f"--variant {text!r}: {method} does not read {unread}; it reads {reads}")
     return method, overrides
 
 
@@ -120,7 +120,7 @@ def main() -> None:
                 sys.exit(f"{method} {overrides}: {err}")
             took = time.perf_counter() - t
             coef, resid = decompose(flat(Path(tmp) / str(i)) - s[0], basis)
-            label = method + "".join(f" {k}={opts[k]}" for k in MERGE_OPTIONS[method] if k != "seed")
+            label = method + "".join(f" {k}={v}" for k, v in opts.items() if k not in ("seed", "weights"))
             print(f"| {label} | {' | '.join(f'{c:.3f}' for c in coef)} | {resid:.3f} | {took:.1f} |")
     print(f"total {time.perf_counter() - t0:.1f} s")
 

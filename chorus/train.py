@@ -27,9 +27,9 @@ from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from .config.schema import CONF_DIR, TrainConf, register_configs
+from .config.schema import CONF_DIR, MERGE_SCHEMAS, TrainConf, register_configs
 from .config.job_context import JobContext, Preempted, process_rank
-from .config.job_settings import MERGE_OPTIONS, check_settings
+from .config.job_settings import check_settings
 from .core.task import TaskFormatError
 from .sim.config import sim_config
 from .sim.executor import make_executor
@@ -114,7 +114,7 @@ def consolidation_inputs(c: dict, conf: TrainConf) -> dict:
     cons, teachers = conf.consolidation, conf.teacher_pool.teachers
     check_teachers(teachers)
     experts = [t.checkpoint for t in teachers]
-    if cons.name in MERGE_OPTIONS:
+    if cons.name in MERGE_SCHEMAS:
         base = conf.teacher_pool.base
         if cons.name != "soup" and not (base and (Path(base) / "config.json").exists()):
             raise ValueError(f"teacher_pool.base={base} has no checkpoint; {cons.name} takes task vectors "
@@ -133,7 +133,7 @@ def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     from .rl.selection import run_steps
 
     cons, pool = conf.consolidation, conf.teacher_pool
-    if cons.name in MERGE_OPTIONS:
+    if cons.name in MERGE_SCHEMAS:
         return merge_and_evaluate(cons, pool, inputs["eval_tasks"], conf.rl, ctx, trainer=conf.trainer)
     student = resolve_student(cons.student, inputs["teachers"], conf.runs_dir, ctx.out, cons.weights)
     return train_opd(student, pool, inputs["tasks"], inputs["eval_tasks"],

@@ -40,8 +40,20 @@ def schema_of(group: str | None, name: str) -> type:
 
 def group_schema(group: str) -> type:
     """The one schema stored for a group (chorus.config.schema.register_configs)."""
-    [name] = ConfigStore.instance().list(group)
+    names = ConfigStore.instance().list(group)
+    [name] = [n for n in names if n == f"{group}_schema.yaml"] or names
     return schema_of(group, name.removesuffix(".yaml"))
+
+
+def slot_schema(group: str, value: dict) -> type:
+    """What a preset's `<group>:` block is checked against: the group's one schema, or for consolidation
+    (a schema per method) the method's whose settings hold every key the block sets."""
+    if group != "consolidation":
+        return group_schema(group)
+    from chorus.config.schema import MERGE_SCHEMAS, OPDConf
+
+    fits = [c for c in [*MERGE_SCHEMAS.values(), OPDConf] if set(value) <= {f.name for f in dataclasses.fields(c)}]
+    return fits[0] if fits else group_schema("consolidation")
 
 
 def file_defaults(path: Path, doc: dict) -> object:
@@ -76,7 +88,7 @@ def problems(node: dict, default, where: str, sweep_point: bool) -> list[str]:
             continue
         child = getattr(default, key)
         if child is None and key in GROUPS and isinstance(value, dict):  # a group slot (`consolidation: Any`)
-            child = group_schema(key)()
+            child = slot_schema(key, value)()
         if isinstance(value, dict) and dataclasses.is_dataclass(child):
             found += problems(value, child, path + ".", sweep_point)
         elif not sweep_point and same(value, child):
@@ -175,3 +187,13 @@ def test_every_algorithm_has_one_estimator_entry_and_one_yaml():
     from chorus.rl.algos import ESTIMATORS
 
     assert sorted(ESTIMATORS) == options("rl_algo")
+
+
+def test_the_study_runs_opds_fourth_design_as_its_preset_states_it(hydra_conf):
+    """conf/pipeline/study.yaml writes design 4's settings out (so they follow staged's opd list);
+    conf/experiment/opd/design4.yaml is the design as users run it: the two must compose alike."""
+    study = yaml.safe_load((CONF_DIR / "pipeline" / "study.yaml").read_text())
+    written = compose(config_name="train", overrides=["consolidation=opd", *study["controls"]["opd"]])
+    preset = compose(config_name="train", overrides=["experiment=opd/design4"])
+    assert OmegaConf.to_container(written.consolidation) == OmegaConf.to_container(preset.consolidation)
+    assert OmegaConf.to_container(preset.consolidation)["gate_reference"] == "stage0"

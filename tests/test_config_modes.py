@@ -26,8 +26,8 @@ def test_members_are_their_strings(choice):
 
 
 @pytest.mark.parametrize("config,override,key", [
-    ("train", ["consolidation=opd", "consolidation.mode=pgg"], "consolidation.mode"),
-    ("train", ["consolidation=opd", "consolidation.divergence=kl"], "consolidation.divergence"),
+    ("train", ["consolidation=opd", "consolidation.routing=gatd"], "consolidation.routing"),
+    ("train", ["consolidation=opd", "consolidation.routed=rl"], "consolidation.routed"),
     ("train", ["rl.engine=vlm"], "rl.engine"),
     ("train", ["rl.tasks.difficulty=extreme"], "rl.tasks.difficulty"),
     ("train", ["rl.eval_tasks.split=val"], "rl.eval_tasks.split"),

@@ -102,20 +102,19 @@ def _job(kind: str, init: str, out: str, cache_dir: str, teacher: str | None = N
                         objective=Objective(collect=collect_per_rank, module=module))
     else:
         import chorus.opd.run as opd_run
-        from chorus.config.schema import ConsolidationConf, TeacherPoolConf
-        from chorus.core.modes import Divergence, OPDMode
+        from chorus.config.schema import OPDConf, TeacherPoolConf
         from chorus.opd.teachers import Teacher
 
         # the table holds rank 0's tasks of the one step only: rank 1's are skipped (no teacher reward)
         rank0 = TaskSampler(tasks, ctx.seed).draw_share(rl.prompts_per_step, 2, 0)
         table = Path(out) / "teacher_eval"
         table.mkdir(parents=True, exist_ok=True)
-        row = {"status": "ok", "overall": 100.0, "passed": True}  # the columns the teacher's reward() reads
+        row = {"status": "ok", "overall": 100.0, "passed": True}  # the columns the gate reads
         (table / "per_task.jsonl").write_text("".join(json.dumps({"task_id": t.id, **row}) + "\n" for t in rank0))
         opd_run.OPDModule = recording(opd_run.OPDModule)  # the module train_opd builds, recording per rank
         opd_run.OPDModule.hooks_out = out
         pool = TeacherPoolConf(teachers=[Teacher("good", teacher, "table", str(table))], missing="skip")
-        opd = ConsolidationConf(name="opd", mode=OPDMode.direct, divergence=Divergence.jsd, teachers_in_memory=True)
+        opd = OPDConf(teachers_in_memory=True)
         info = opd_run.train_opd(init, pool, tasks, eval_tasks, ctx, opd=opd, rl=dataclasses.replace(rl, steps=1),
                                  trainer=trainer)
     if info:  # rank 0
@@ -197,7 +196,7 @@ def test_ddp_rl_ranks_with_no_or_fewer_kept_rows_end_in_sync(sft_xs, sim, tmp_pa
 
 
 @pytest.mark.slow
-def test_ddp_opd_direct_with_one_rank_all_skipped_ends_in_sync(sft_xs, tiny_xs, sim, tmp_path):
+def test_ddp_opd_with_one_rank_all_skipped_ends_in_sync(sft_xs, tiny_xs, sim, tmp_path):
     r0, r1, info = run_job(tmp_path, "opd", str(tiny_xs), str(tmp_path / "run"), sim.cache_dir, str(sft_xs))
     assert info["steps"] == 1 and r0["step"] == r1["step"] == 1
     _assert_same_weights_and_moved(r0, r1, tiny_xs)

@@ -175,7 +175,7 @@ def test_checkpoints_are_evaluated_in_model_dtype_on_a_gpu_and_float32_on_the_cp
 
 
 def test_merges_are_evaluated_on_the_trainer(monkeypatch, tmp_path):
-    from chorus.config.schema import ConsolidationConf, TeacherPoolConf
+    from chorus.config.schema import MergeConf, TeacherPoolConf
     from chorus.merge import run as merge_run
 
     seen = {}
@@ -183,6 +183,6 @@ def test_merges_are_evaluated_on_the_trainer(monkeypatch, tmp_path):
     monkeypatch.setattr(merge_run, "evaluate_checkpoint", lambda *a, **kw: seen.update(kw) or {})
     trainer = TrainerConf(accelerator="gpu", precision="bf16-mixed")
     pool = TeacherPoolConf(teachers=[Teacher(name="a", checkpoint="a"), Teacher(name="b", checkpoint="b")])
-    merge_run.merge_and_evaluate(ConsolidationConf(name="soup"), pool, [], rl_settings(),
+    merge_run.merge_and_evaluate(MergeConf(name="soup"), pool, [], rl_settings(),
                                  context(tmp_path, None), trainer=trainer)
     assert seen["trainer"] is trainer

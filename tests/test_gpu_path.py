@@ -12,10 +12,10 @@ import lightning as L
 import pytest
 import torch
 
-from chorus.config.schema import ConsolidationConf, GateMetric, TeacherPoolConf, TrainerConf
+from chorus import optimizer
+from chorus.config.schema import OPDConf, TeacherPoolConf, TrainerConf
 from chorus.opd.run import train_opd
 from chorus.rl import module as rl_module
-from chorus.rl import optimizer
 from chorus.rl.algos import get_algo
 from chorus.rl.run import train_rl
 from chorus.sft import module as sft_module
@@ -156,7 +156,7 @@ def test_opd_on_the_gpu_path(steps_seen, sft_xs, tiny_xs, rl_tasks, sim, tmp_pat
         f'{{"task_id": "{t.id}", "status": "ok", "overall": 100.0, "passed": true}}\n' for t in rl_tasks))
     pool = TeacherPoolConf(teachers=[Teacher("good", str(tmp_path / "teacher"), "table", str(tmp_path / "teacher_eval"))])
     train_opd(str(tiny_xs), pool, rl_tasks, rl_tasks[:1], context(tmp_path / "run", sim, dtype="bfloat16"),
-              opd=ConsolidationConf(name="opd", gate=GateMetric.reward),
+              opd=OPDConf(),
               rl=rl_settings(steps=1, prompts_per_step=2, group_size=2, grad_clip=CLIP), trainer=GPU_ON_CPU)
     assert {d["teacher"] for d in lines(tmp_path / "run/decisions.jsonl")} == {"good"}
     _clipped_everywhere(steps_seen)

@@ -7,7 +7,6 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
 from chorus.config.schema import TrainerConf
-from chorus.opd.losses import DIVERGENCES, chunked_divergence
 from chorus.rl.logprobs import forward_logprobs, split
 from chorus.rl.losses import clipped_pg_loss, k3_kl, sft_loss, token_logprobs
 from chorus.trainer_setup import use_gradient_checkpointing
@@ -83,26 +82,6 @@ def test_the_dapo_loss_with_kl_and_its_gradients_equal_the_full_computation():
     assert loss_lean.item() == pytest.approx(loss_full.item(), rel=1e-12) and loss_full.item() != 0
     assert float((k3_kl(ref_lean, old) * mask).sum()) > 0  # the KL term contributes
     assert_same_grads(grads(model), g_full)
-
-
-@pytest.mark.parametrize("name", sorted(DIVERGENCES))
-def test_opd_direct_divergence_over_chunks_equals_the_full_computation(name):
-    student, teacher, (ids, attn, mask) = qwen(0), qwen(2), batch()
-    kw = {"beta": 0.3} if name == "jsd" else {}
-    s_logits = student(input_ids=ids, attention_mask=attn).logits
-    with torch.no_grad():
-        t_logits = teacher(input_ids=ids, attention_mask=attn).logits
-    want = DIVERGENCES[name](s_logits[:, :-1], t_logits[:, :-1], mask[:, 1:], 17.0, temperature=0.8, **kw)
-    want.backward()
-    g_full = grads(student)
-    student.zero_grad(set_to_none=True)
-    s = forward_logprobs(student, ids, attn, mask)
-    with torch.no_grad():
-        t = forward_logprobs(teacher, ids, attn, mask)
-    got = chunked_divergence(DIVERGENCES[name], s.head, s.hidden, t.head, t.hidden, 17.0, 3, temperature=0.8, **kw)
-    got.backward()
-    assert float(got) == pytest.approx(float(want), rel=1e-10) and float(want) > 0
-    assert_same_grads(grads(student), g_full)
 
 
 def test_the_sft_loss_from_labelled_positions_equals_cross_entropy_over_full_logits():

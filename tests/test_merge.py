@@ -176,7 +176,7 @@ def test_a_merge_job_takes_normalize_from_the_config(normalize, tiny_xs, tmp_pat
     """consolidation.normalize reaches the streamed merge: real nested checkpoints, task arithmetic."""
     from omegaconf import OmegaConf
 
-    from chorus.config.schema import ConsolidationConf
+    from chorus.config.schema import TaskArithmeticConf
     from chorus.merge.run import merge_options
 
     s0 = load_file(tiny_xs / "model.safetensors")
@@ -190,7 +190,7 @@ def test_a_merge_job_takes_normalize_from_the_config(normalize, tiny_xs, tmp_pat
         save_file(sd, tmp_path / f"e{i}/model.safetensors", metadata={"format": "pt"})
         paths.append(tmp_path / f"e{i}")
     overrides = {} if normalize else {"normalize": False}
-    cons = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ConsolidationConf(name="task_arithmetic")),
+    cons = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TaskArithmeticConf(name="task_arithmetic")),
                                                overrides))
     out = merge_checkpoints("task_arithmetic", paths, tmp_path / "m", base=tiny_xs, **merge_options(cons))
     merged = load_file(f"{out['checkpoint']}/model.safetensors")[name]

@@ -7,8 +7,7 @@ import shutil
 import pytest
 import torch
 
-from chorus.core.modes import GateMetric
-from chorus.config.schema import ConsolidationConf, TeacherPoolConf
+from chorus.config.schema import OPDConf, TeacherPoolConf
 from chorus.opd.losses import pg_advantages, sequence_kd
 from chorus.opd.teachers import Teacher
 from chorus.rl.algos import OPD_ALGO
@@ -24,7 +23,7 @@ def test_sequence_kd_is_the_teacher_tokens_nll_over_the_steps_normaliser():
     assert float(sequence_kd(logp, torch.zeros_like(mask), 4.0)) == 0.0
 
 
-def _two_rows(tiny_xs, seed: int, first: int, **opd):
+def _two_rows(tiny_xs, seed: int, first: int):
     """An OPDModule on the tiny student and two random rows whose completions start at `first`: the
     module, ids, attention, completion mask, the student's forward and its (detached) log-probs."""
     from chorus.opd.module import OPDModule
@@ -37,19 +36,18 @@ def _two_rows(tiny_xs, seed: int, first: int, **opd):
     ids = torch.randint(5, 200, (2, 6))
     attn, mask = torch.ones_like(ids), torch.zeros(2, 6)
     mask[:, first:] = 1.0
-    module = OPDModule(student, OPD_ALGO, rl_settings(temperature=1.0), Hooks(rollout=lambda step: None), {},
-                       opd=ConsolidationConf(name="opd", **opd))
+    module = OPDModule(student, OPD_ALGO, rl_settings(temperature=1.0), Hooks(rollout=lambda step: None), {})
     fwd = forward_logprobs(student, ids, attn, mask, 1.0)
     return module, ids, attn, mask, fwd, fwd.logp.detach()
 
 
 def test_micro_loss_gives_student_rows_the_on_policy_term_and_teacher_rows_their_nll(tiny_xs):
     """Row 0 is the student's sample (pg advantage from the teacher's log-probs), row 1 a teacher's own
-    sample: the loss is the pg loss over row 0 plus kd_coef x row 1's NLL, one normaliser; the
+    sample: the loss is the pg loss over row 0 plus row 1's NLL, one normaliser; the
     teacher's log-probs stored for row 1 do not matter (a KD row is never scored by the teacher)."""
     from chorus.opd.rollouts import OPDBatch
 
-    module, ids, attn, mask, fwd, old = _two_rows(tiny_xs, seed=0, first=3, kd_coef=0.5)
+    module, ids, attn, mask, fwd, old = _two_rows(tiny_xs, seed=0, first=3)
     t_logp = torch.full((2, 6), -3.0)
     results = []
     for other in (-3.0, 9.0):  # row 1's stored teacher log-probs: ignored
@@ -64,7 +62,7 @@ def test_micro_loss_gives_student_rows_the_on_policy_term_and_teacher_rows_their
     pg, _ = clipped_pg_loss(fwd.logp, old, pg_advantages(fwd.logp, t_logp) * only0, only0, OPD_ALGO.eps_low,
                             OPD_ALGO.eps_high, "token_mean", 6.0)
     nll = -float((fwd.logp[1] * mask[1]).sum()) / 6.0
-    assert results[0] == pytest.approx(float(pg) + 0.5 * nll, rel=1e-5) and results[1] == results[0]
+    assert results[0] == pytest.approx(float(pg) + nll, rel=1e-5) and results[1] == results[0]
     # by hand at ratio 1: pg = -sum(adv) / 6 over row 0's three tokens, adv = t_logp - logp
     assert float(pg) == pytest.approx(-float(((-3.0 - old[0]) * mask[0]).sum()) / 6.0, rel=1e-5)
 
@@ -121,7 +119,7 @@ def test_a_tiny_run_trains_on_the_routed_teachers_passing_samples(sft_xs, tiny_x
     shutil.copytree(sft_xs, tmp_path / "teacher")
     pool = TeacherPoolConf(teachers=[Teacher("t", str(tmp_path / "teacher"), "table",
                                              _table(tmp_path, "t", rl_tasks, 100.0))])
-    opd = ConsolidationConf(name="opd", gate=GateMetric.pass_rate, teacher_samples=4)
+    opd = OPDConf(teacher_samples=4)
     opd_run.train_opd(str(tiny_xs), pool, rl_tasks, eval_tasks[:1], context(tmp_path / "run", sim), opd=opd,
                       rl=rl_settings(steps=1, prompts_per_step=2, group_size=2))
     step = lines(tmp_path / "run/steps.jsonl")[0]
@@ -141,8 +139,7 @@ def test_negative_teacher_samples_are_refused_in_one_line(tiny_xs, rl_tasks, sim
     from chorus.opd.run import train_opd
 
     with pytest.raises(ValueError, match="teacher_samples=-1 .* must be >= 0") as err:
-        train_opd(str(tiny_xs), TeacherPoolConf(teachers=[]), rl_tasks, [], context(tmp_path, sim),
-                  opd=ConsolidationConf(name="opd", teacher_samples=-1), rl=rl_settings())
+        OPDConf(teacher_samples=-1)
     assert "\n" not in str(err.value)
 
 
@@ -176,19 +173,9 @@ def test_micro_loss_gives_unrouted_rows_their_group_advantage(tiny_xs):
     assert st["kl_sum"] == pytest.approx(float(((old[0] + 2.0) * mask[0]).sum()), rel=1e-5)  # row 0 only
 
 
-def test_unrouted_rl_with_direct_mode_is_refused_in_one_line(tiny_xs, rl_tasks, sim, tmp_path):
-    from chorus.core.modes import OPDMode, Unrouted
-    from chorus.opd.run import train_opd
-
-    with pytest.raises(ValueError, match="unrouted=rl .* use consolidation.mode=pg") as err:
-        train_opd(str(tiny_xs), TeacherPoolConf(teachers=[]), rl_tasks, [], context(tmp_path, sim),
-                  opd=ConsolidationConf(name="opd", mode=OPDMode.direct, unrouted=Unrouted.rl), rl=rl_settings())
-    assert "\n" not in str(err.value)
-
-
 def test_micro_loss_adds_the_group_advantage_to_a_routed_rows_teacher_signal(tiny_xs):
     """consolidation.routed=both: row 0 is routed (teacher "a" scores it) and carries its group
-    advantage 0.5; row 1 is trained by its group advantage alone (routed=rl or unrouted)."""
+    advantage 0.5; row 1 is trained by its group advantage alone (an unrouted task's, unrouted=rl)."""
     from chorus.opd.rollouts import OPDBatch
 
     module, ids, attn, mask, fwd, old = _two_rows(tiny_xs, seed=2, first=3)
@@ -201,13 +188,12 @@ def test_micro_loss_adds_the_group_advantage_to_a_routed_rows_teacher_signal(tin
     assert float(loss.detach()) == pytest.approx(want, rel=1e-5)
 
 
-@pytest.mark.parametrize("routed", ["rl", "both"])
-def test_routed_tasks_train_under_the_group_advantage_and_the_teacher_scores_them_only_with_both(
+@pytest.mark.parametrize("routed", ["distil", "both"])
+def test_routed_tasks_add_the_group_advantage_to_the_teachers_signal_only_with_both(
         routed, sft_xs, tiny_xs, rl_tasks, eval_tasks, sim, tmp_path, monkeypatch):
-    """Every task is routed (the teacher's table passes all, the untrained student none). routed=rl:
-    the student's rows carry their group advantage, a group without signal is dropped, and the teacher
-    never scores a student token (no kl_t); both: every student row is kept, carries its group
-    advantage and is scored by the teacher. The teacher's passing samples join either way."""
+    """Every task is routed (the teacher's table passes all, the untrained student none), unrouted=rl.
+    Either way every student row is kept and scored by the teacher (kl_t) and the teacher's passing
+    samples join; with both each student row also carries its group advantage."""
     import chorus.opd.run as opd_run
     from chorus.core.modes import Routed, Unrouted
 
@@ -215,32 +201,26 @@ def test_routed_tasks_train_under_the_group_advantage_and_the_teacher_scores_the
     shutil.copytree(sft_xs, tmp_path / "teacher")
     pool = TeacherPoolConf(teachers=[Teacher("t", str(tmp_path / "teacher"), "table",
                                              _table(tmp_path, "t", rl_tasks, 100.0))])
-    opd = ConsolidationConf(name="opd", teacher_samples=2, unrouted=Unrouted.rl, routed=Routed(routed))
+    opd = OPDConf(teacher_samples=2, unrouted=Unrouted.rl, routed=Routed(routed))
     opd_run.train_opd(str(tiny_xs), pool, rl_tasks, eval_tasks[:1], context(tmp_path / "run", sim), opd=opd,
                       rl=rl_settings(steps=1, prompts_per_step=2, group_size=2))
     step = lines(tmp_path / "run/steps.jsonl")[0]
     rows = lines(tmp_path / "run/rollouts.jsonl")
     own = [r for r in rows if not r.get("kd_target")]
     assert step["routed_fraction"] == 1.0 and step["kd_kept"] == 2 and len(rows) - len(own) == 2
-    assert all(r["teacher"] == "t" and "advantage" in r for r in own) and step["rl_trained"] == len(own)
-    by_task = {}
-    for r in own:
-        by_task.setdefault(r["task_id"], []).append(r["advantage"])
+    assert len(own) == 4 and "kl_t" in step and all(r["teacher"] == "t" for r in own)
     if routed == "both":
-        assert len(own) == 4 and "kl_t" in step
+        assert all("advantage" in r for r in own) and step["rl_trained"] == len(own)
     else:
-        # groups with signal only (here both have it: the overlong penalty separates a truncated sample)
-        assert "kl_t" not in step and by_task and all(any(a) for a in by_task.values())
+        assert not any("advantage" in r for r in own) and step["rl_trained"] == 0
     assert step["samples_trained"] == len(rows)
 
 
-def test_routed_rl_without_unrouted_rl_is_refused_in_one_line(tiny_xs, rl_tasks, sim, tmp_path):
+def test_routed_both_without_unrouted_rl_is_refused_in_one_line():
     from chorus.core.modes import Routed
-    from chorus.opd.run import train_opd
 
     with pytest.raises(ValueError, match="routed=both .* set consolidation.unrouted=rl") as err:
-        train_opd(str(tiny_xs), TeacherPoolConf(teachers=[]), rl_tasks, [], context(tmp_path, sim),
-                  opd=ConsolidationConf(name="opd", routed=Routed.both), rl=rl_settings())
+        OPDConf(routed=Routed.both)
     assert "\n" not in str(err.value)
 
 
@@ -259,7 +239,7 @@ def test_the_gate_compares_teachers_with_the_better_of_the_student_and_its_refer
     (tmp_path / "ref/per_task.jsonl").write_text("".join(
         json.dumps({"task_id": k, "status": "ok", "overall": 100.0 if v else 10.0, "passed": v}) + "\n"
         for k, v in reach.items()))
-    opd = ConsolidationConf(name="opd", gate=GateMetric.pass_rate, gate_reference=str(tmp_path / "ref"))
+    opd = OPDConf(gate_reference=str(tmp_path / "ref"))
     train_opd(str(tiny_xs), pool, rl_tasks, eval_tasks[:1], context(tmp_path / "run", sim), opd=opd,
               rl=rl_settings(steps=1, prompts_per_step=len(rl_tasks), group_size=2))
     decisions = lines(tmp_path / "run/decisions.jsonl")
@@ -282,5 +262,5 @@ def test_a_gate_reference_that_is_no_table_is_refused_in_one_line(where, message
     pool = TeacherPoolConf(teachers=[Teacher("t", str(tmp_path / "teacher"), "online")])
     with pytest.raises(ValueError, match=message) as err:
         train_opd(str(tiny_xs), pool, rl_tasks, [], context(tmp_path, sim),
-                  opd=ConsolidationConf(name="opd", gate_reference=where.format(tmp=tmp_path)), rl=rl_settings())
+                  opd=OPDConf(gate_reference=where.format(tmp=tmp_path)), rl=rl_settings())
     assert "\n" not in str(err.value)

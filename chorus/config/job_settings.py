@@ -14,6 +14,10 @@ import difflib
 
 from omegaconf import DictConfig, OmegaConf
 
+from .schema import MERGE_SCHEMAS, OPDConf
+
+OPD_SETTINGS = [f.name for f in dataclasses.fields(OPDConf) if f.name != "name"]
+
 # Read by every job, but never part of what a run computes (where it writes, how it logs, the scoring
 # budget of a sample): left out of run identity, so adding one keeps every existing run dir valid.
 BOOKKEEPING = ("job", "runs_dir", "run_tag", "logger", "hydra", "simulator.workers", "rl.resume", "rl.save_every",
@@ -26,10 +30,6 @@ COMMON = ("seed", "format", "simulator", "model", "pass_coverage")
 # checkpoint is evaluated in on a GPU or with trainer.eval_in_model_dtype, heldout.evaluation_dtype).
 EVALUATION = ("model.dtype", "rl.eval_tasks", "rl.eval_samples", "rl.eval_temperature", "rl.temperature",
               "rl.max_new_tokens", "rl.max_prompt_tokens", "rl.generation", "rl.prompts_per_generate")
-# Merge options per method: everything else under consolidation.* is refused for that method.
-MERGE_OPTIONS = {"soup": (), "task_arithmetic": ("lam", "normalize"), "ties": ("density", "lam"),
-                 "dare": ("density", "lam", "normalize", "seed"),
-                 "della": ("density", "epsilon", "lam", "normalize", "seed")}
 # The teacher location in conf/teacher_pool/*.yaml follows ${rl_algo.name}; the algorithm's other
 # settings belong to job=rl.
 TEACHERS = ("teacher_pool.name", "teacher_pool.teachers", "teacher_pool.from_runs", "rl_algo.name")
@@ -69,28 +69,17 @@ def _rl(c: dict) -> list[str]:
 
 
 def _merge(c: dict) -> list[str]:
-    method = c["consolidation"]["name"]
-    # trainer: the merge is evaluated on its device and precision, like the experts it merges
-    uses = [*FLOAT32, *EVALUATION, *TEACHERS, "trainer", "consolidation.name", "consolidation.weights",
-            *(f"consolidation.{k}" for k in MERGE_OPTIONS[method])]
-    return uses + ["teacher_pool.base"] if method != "soup" else uses
+    # trainer: the merge is evaluated on its device and precision, like the experts it merges. Every
+    # setting under consolidation is the method's own (its schema: MergeConf and the per-method ones)
+    uses = [*FLOAT32, *EVALUATION, *TEACHERS, "trainer", "consolidation"]
+    return uses + ["teacher_pool.base"] if c["consolidation"]["name"] != "soup" else uses
 
 
 def _opd(c: dict) -> list[str]:
-    cons = c["consolidation"]
+    # every setting under consolidation is OPD's own (OPDConf); the soup student's weights only with it
     uses = [*COMMON, *TEACHERS, "rl", "trainer", "teacher_pool", "ckpt_path",
-            *(f"consolidation.{k}" for k in ("name", "student", "margin", "gate_student_max", "gate_reference",
-                                             "routing", "gate", "mode", "teachers_in_memory", "teacher_samples",
-                                             "unrouted", "routed"))]
-    if cons["student"] == "soup":
-        uses.append("consolidation.weights")
-    if cons["teacher_samples"]:
-        uses.append("consolidation.kd_coef")
-    if cons["mode"] == "direct":
-        uses.append("consolidation.divergence")
-        if cons["divergence"] == "jsd":
-            uses.append("consolidation.beta")
-    return uses
+            *(f"consolidation.{k}" for k in ["name", *OPD_SETTINGS] if k != "weights")]
+    return uses + ["consolidation.weights"] if c["consolidation"]["student"] == "soup" else uses
 
 
 # chorus.evaluate: each policy's own settings (the rest of `policy.*` is refused for it).
@@ -118,10 +107,10 @@ def used_settings(job: str, c: dict) -> list[str]:
         return _rl(c)
     if c["consolidation"]["name"] == "opd":
         return _opd(c)
-    if c["consolidation"]["name"] in MERGE_OPTIONS:
+    if c["consolidation"]["name"] in MERGE_SCHEMAS:
         return _merge(c)
     raise ValueError(f"unknown consolidation {c['consolidation']['name']!r}; "
-                     f"choose one of {sorted([*MERGE_OPTIONS, 'opd', 'none'])}")
+                     f"choose one of {sorted([*MERGE_SCHEMAS, 'opd', 'none'])}")
 
 
 def _covers(prefix: str, key: str) -> bool:
@@ -138,6 +127,22 @@ def override_key(override: str) -> str:
     """`+consolidation.densty=0.3` -> consolidation.densty; `~x.y` -> x.y; list indices stay dotted."""
     key = override.split("=", 1)[0].lstrip("+~")
     return key.split("@", 1)[0]
+
+
+def has_setting(c: dict, key: str) -> bool:
+    """Whether the composed config `c` (plain data) has `key`: a group choice (no dot) always does; a
+    dotted key when every part of it exists (a list index included)."""
+    if "." not in key:
+        return True
+    node = c
+    for part in key.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
 
 
 def unused_overrides(job: str, c: dict, overrides: list[str]) -> list[str]:

@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
-from ..core.modes import AgenticStop, Difficulty, Divergence, Engine, GateMetric, GenerationMode, InferenceCopyMode, \
-    Launcher, LogMode, MissingRewards, OPDMode, Quality, RepairSource, Routed, Routing, SFTKind, Split, TeacherSource, \
-    Unrouted
+from ..core.modes import AgenticStop, Difficulty, Engine, GenerationMode, InferenceCopyMode, \
+    Launcher, LogMode, MissingRewards, Quality, RepairSource, Routed, Routing, SFTKind, Split, \
+    TeacherSource, Unrouted
 from ..sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -216,7 +216,7 @@ class TrainerConf:
     # AdamW as torch's fused kernel (one kernel over all parameters; foreach's transient copies of every
     # state tensor cost ~15 GiB at 4B). null = where training runs on a GPU (not under 16-mixed, whose
     # gradient scaler a fused step would own); true = wherever torch has the kernel, the CPU included
-    # (refused where it has none); false = foreach. Clipping works with it (rl/optimizer.py)
+    # (refused where it has none); false = foreach. Clipping works with it (chorus/optimizer.py)
     fused_optimizer: Optional[bool] = None
     # saved checkpoints (SFT stages, merges, chorus.evaluate's) are evaluated with weights in model.dtype
     # (read as they are, as RL's bf16 inference copy samples), not float32. null = where training runs
@@ -333,48 +333,112 @@ class RLConf:
 
 @dataclass
 class ConsolidationConf:
+    """consolidation=none (job=sft or job=rl runs). Each method's settings are a schema of its own below
+    (MergeConf's methods, OPDConf), so a setting another method reads is refused when composed."""
     name: str = "none"  # none | soup | task_arithmetic | ties | dare | della | opd
+
+
+# The merges (chorus/merge/methods.py MERGES). As mergekit's methods declare theirs, each method's schema
+# is its parameter list: what a merge job reads, hashes into its run name and passes to the method.
+@dataclass
+class MergeConf(ConsolidationConf):
+    """soup: the (weighted) mean of the experts' weights."""
     weights: Optional[List[float]] = None  # one per teacher; null = equal
-    density: float = 0.5  # ties, dare, della: fraction of each task vector kept
-    epsilon: float = 0.1  # della: width of the drop-probability window
-    lam: float = 1.0  # task_arithmetic, ties, dare, della: scale of the merged task vector
-    # task_arithmetic, dare: divide the weighted sum of task vectors by the sum of the weights; the
-    # experts start from nested SFT stages, so a plain sum (false, as the papers do) counts stage1's
-    # SFT change once per expert that inherited it (methods.combine). della: divide the disjoint sum by
-    # the weight agreeing before the drop, not after it (methods.della)
+
+
+@dataclass
+class _Scaled:
+    lam: float = 1.0  # scale of the merged task vector
+
+
+@dataclass
+class _Normalized:
+    # divide the weighted sum of task vectors by the sum of the weights; the experts start from nested
+    # SFT stages, so a plain sum (false, as the papers do) counts stage1's SFT change once per expert
+    # that inherited it (methods.combine). della: divide the disjoint sum by the weight agreeing before
+    # the drop, not after it (methods.della)
     normalize: bool = True
-    seed: int = 0  # dare, della: the drop masks
-    # opd: soup | stage0|stage1|stage2 (SFT stages) | a checkpoint path; never one of the teachers (the
+
+
+@dataclass
+class _Sparsified:
+    density: float = 0.5  # fraction of each task vector kept
+
+
+@dataclass
+class _Dropped:
+    seed: int = 0  # the drop masks
+
+
+@dataclass
+class TaskArithmeticConf(MergeConf, _Scaled, _Normalized):
+    """task_arithmetic: base + lam x the (weighted) sum of task vectors."""
+
+
+@dataclass
+class TiesConf(MergeConf, _Scaled, _Sparsified):
+    """ties: trim each task vector to its top-density magnitudes, elect signs, disjoint mean."""
+
+
+@dataclass
+class DareConf(MergeConf, _Scaled, _Normalized, _Sparsified, _Dropped):
+    """dare: drop each task vector's entries at random (keep density), rescale, sum."""
+
+
+@dataclass
+class DellaConf(MergeConf, _Scaled, _Normalized, _Sparsified, _Dropped):
+    """della: magnitude-ranked drop probabilities in a window of width epsilon, then TIES's election."""
+    epsilon: float = 0.1  # width of the drop-probability window
+
+
+MERGE_SCHEMAS = {"soup": MergeConf, "task_arithmetic": TaskArithmeticConf, "ties": TiesConf, "dare": DareConf,
+                 "della": DellaConf}
+
+
+@dataclass
+class OPDConf(ConsolidationConf):
+    """Adaptive multi-teacher OPD (chorus/opd/): the paper's rule (per task the teacher with the best
+    pass rate on its reward table, distilled on the student's own samples only where it beats the
+    student; other tasks skipped) and the settings of the design the next study runs (study.yaml;
+    docs/results.md, "OPD's fourth design"). Designs that lost are presets over these
+    (conf/experiment/opd/) or name the revision they ran at (docs/results.md)."""
+    name: str = "opd"
+    # soup | stage0|stage1|stage2 (SFT stages) | a checkpoint path; never one of the teachers (the
     # student distilling from itself is the own-teacher control: DAPO continuation, pipeline controls.opd_controls)
     student: str = "soup"
-    # opd: gated (CHORUS: the best teacher, only where it beats the student) | random | no_gate (controls)
+    weights: Optional[List[float]] = None  # student=soup: one per teacher; null = equal
+    # gated (CHORUS: the best teacher, only where it beats the student) | random | no_gate (controls)
     routing: Routing = Routing.gated
-    # opd: what the gate compares: pass_rate (the study's metric) | reward (rl.reward's coverage reward)
-    gate: GateMetric = GateMetric.pass_rate
-    margin: float = 0.0  # opd: a teacher must beat the student on the gate's metric by more than this
-    # opd: route a task only while the student's value on the gate's metric is at most this (1 = always;
-    # 0 with gate=pass_rate: only tasks none of the student's samples pass). The no_gate control ignores it
-    gate_student_max: float = 1.0
-    # opd: what the student reaches by RL alone, per training task: a reward table (a run dir or
-    # per_task file; in a pipeline, a stage name: that stage's first expert's gate table). The gate
-    # compares each teacher with the better of the student's own value and this one, so a task DAPO
-    # from the student would pass as often as the teacher is left to DAPO (null: the student's own)
+    margin: float = 0.0  # a teacher must beat the student's pass rate by more than this
+    # what the student reaches by RL alone, per training task: a reward table (a run dir or per_task
+    # file; in a pipeline, a stage name: that stage's first expert's gate table). The gate compares each
+    # teacher with the better of the student's own pass rate and this one, so a task DAPO from the
+    # student would pass as often as the teacher is left to DAPO (null: the student's own)
     gate_reference: Optional[str] = None
-    # opd: a task no teacher beats the student on: skip (CHORUS) | rl (its samples train under DAPO's
-    # group advantage and overlong penalty, as the own-teacher control trains every task)
+    # a task no teacher beats the student on: skip (CHORUS) | rl (its samples train under DAPO's group
+    # advantage and overlong penalty, as the own-teacher control trains every task)
     unrouted: Unrouted = Unrouted.skip
-    # opd: a routed task's own samples: distil (CHORUS: the teacher's per-token signal) | rl (DAPO's group
-    # advantage; the teacher acts through teacher_samples only) | both (their sum); rl and both need unrouted=rl
+    # a routed task's own samples: distil (CHORUS: the teacher's per-token signal) | both (plus DAPO's
+    # group advantage; needs unrouted=rl)
     routed: Routed = Routed.distil
-    mode: OPDMode = OPDMode.pg  # opd
-    divergence: Divergence = Divergence.reverse_kl  # opd mode=direct
-    beta: float = 0.5  # opd direct jsd
-    teachers_in_memory: bool = True  # opd: false loads one teacher at a time (mode=pg)
-    # opd: per routed task, the routed teacher draws this many samples of its own (rl.temperature); those
-    # beating the student's mean on the gate's metric join the step as sequence-level KD targets (their
-    # NLL under the student, weight kd_coef; after the student's rows, so the last mini-batches). 0 = off
+    # per routed task, the routed teacher draws this many samples of its own (rl.temperature); those
+    # beating the student's pass rate join the step as sequence-level KD targets (their NLL under the
+    # student, after the student's rows, so the last mini-batches). 0 = off
     teacher_samples: int = 0
-    kd_coef: float = 1.0  # opd with teacher_samples > 0
+    teachers_in_memory: bool = True  # false loads one teacher at a time (memory, not results)
+
+    def __post_init__(self):
+        # The one place OPD's combinations are checked: whoever builds the settings (chorus.train through
+        # OmegaConf.to_object, the pipeline's plan, a library caller) gets the same one-line refusals.
+        if self.teacher_samples < 0:
+            raise ValueError(f"consolidation.teacher_samples={self.teacher_samples} must be >= 0 (0: on-policy "
+                             "distillation only)")
+        if not self.margin >= 0:
+            raise ValueError(f"consolidation.margin={self.margin} must be >= 0: a teacher is routed where it beats "
+                             "the student by more than it")
+        if str(self.routed) == "both" and str(self.unrouted) != "rl":
+            raise ValueError("consolidation.routed=both adds DAPO's group advantage as unrouted=rl trains the other "
+                             "tasks; set consolidation.unrouted=rl (or routed=distil)")
 
 
 @dataclass
@@ -606,6 +670,9 @@ def register_configs() -> None:
     cs.store(group="rl_algo", name="rl_algo_schema", node=RLAlgoConf)
     cs.store(group="trainer", name="trainer_schema", node=TrainerConf)
     cs.store(group="consolidation", name="consolidation_schema", node=ConsolidationConf)
+    for name, schema in MERGE_SCHEMAS.items():
+        cs.store(group="consolidation", name=f"{name}_schema", node=schema)
+    cs.store(group="consolidation", name="opd_schema", node=OPDConf)
     cs.store(group="teacher_pool", name="teacher_pool_schema", node=TeacherPoolConf)
     cs.store(group="tasks", name="tasks_schema", node=TasksConf)
     cs.store(group="policy", name="policy_schema", node=PolicyConf)

@@ -48,29 +48,11 @@ class InferenceCopyMode(Choice):
     off = enum.auto()  # sample from the fp32 masters under the trainer's autocast
 
 
-class OPDMode(Choice):
-    """consolidation.mode (opd)."""
-    pg = enum.auto()  # per-token advantage -(log pi_student - log pi_teacher) in the clipped PG loss
-    direct = enum.auto()  # a divergence over the whole vocabulary (consolidation.divergence)
-
-
-class Divergence(Choice):
-    """consolidation.divergence (opd mode=direct)."""
-    reverse_kl = enum.auto()
-    jsd = enum.auto()  # generalised JSD with consolidation.beta
-
-
 class Routing(Choice):
     """consolidation.routing (opd): chorus.opd.routing.ROUTINGS."""
     gated = enum.auto()  # CHORUS: the best teacher, only where it beats the student
     random = enum.auto()  # control: where gated routes, a random teacher
     no_gate = enum.auto()  # control: always the best teacher
-
-
-class GateMetric(Choice):
-    """consolidation.gate (opd): what teacher and student are compared on."""
-    pass_rate = enum.auto()  # the share of samples that pass (the study's metric); margin in those units
-    reward = enum.auto()  # rl.reward: coverage with its penalties and bonus
 
 
 class Unrouted(Choice):
@@ -81,9 +63,8 @@ class Unrouted(Choice):
 
 class Routed(Choice):
     """consolidation.routed (opd): what a routed task's own samples train under."""
-    distil = enum.auto()  # CHORUS: the teacher's per-token signal (mode=pg's -(log pi_s - log pi_t))
-    rl = enum.auto()  # DAPO's group advantage, as unrouted=rl; the teacher acts only through teacher_samples
-    both = enum.auto()  # the group advantage plus the teacher's per-token signal
+    distil = enum.auto()  # CHORUS: the teacher's per-token signal -(log pi_s - log pi_t)
+    both = enum.auto()  # the group advantage (as unrouted=rl) plus the teacher's per-token signal
 
 
 class TeacherSource(Choice):

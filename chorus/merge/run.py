@@ -1,20 +1,21 @@
 """Merge a teacher pool into one checkpoint and evaluate it like any run."""
 from __future__ import annotations
 
-from ..config.schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
+import dataclasses
+
+from ..config.schema import MergeConf, RLConf, TeacherPoolConf, TrainerConf
 from ..config.job_context import JobContext
-from ..config.job_settings import MERGE_OPTIONS
 from ..heldout import evaluate_checkpoint
 from .stream import merge_checkpoints
 
 
-def merge_options(cons: ConsolidationConf) -> dict:
-    """What merge_checkpoints takes besides the checkpoints: the weights, the drop masks' seed and
-    the method's own options (job_settings.MERGE_OPTIONS: the ones a merge job reads)."""
-    return {"weights": cons.weights, "seed": cons.seed, **{k: getattr(cons, k) for k in MERGE_OPTIONS[cons.name]}}
+def merge_options(cons: MergeConf) -> dict:
+    """What merge_checkpoints takes besides the checkpoints: the method's settings (its schema's fields:
+    the weights and the method's own parameters, schema.MERGE_SCHEMAS)."""
+    return {k: v for k, v in dataclasses.asdict(cons).items() if k != "name"}
 
 
-def merge_and_evaluate(cons: ConsolidationConf, pool: TeacherPoolConf, eval_tasks, rl: RLConf,
+def merge_and_evaluate(cons: MergeConf, pool: TeacherPoolConf, eval_tasks, rl: RLConf,
                        ctx: JobContext, trainer: TrainerConf | None = None) -> dict:
     """Merge the pool's experts with cons.name (task vectors against pool.base) into <run dir>/hf and
     evaluate the result on the held-out tasks as rl.eval_* says, on `trainer`'s device and precision

@@ -4,9 +4,8 @@ Per task, the teacher with the best execution reward is chosen, and the student 
 only when it beats the student by more than a margin (`gated`). The controls (consolidation.routing)
 differ from it in one thing each: `random` keeps the gate's decision to route but sends the task to a
 teacher drawn at random; `no_gate` always distils from the best teacher, even where the student is
-ahead (the paper's skip rule removed). `student_max` (consolidation.gate_student_max) narrows the
-gate: a task is routed only while the student's own value is at most it (0 with gate=pass_rate: only
-tasks none of the student's samples pass, where its RL signal for passing is nil)."""
+ahead (the paper's skip rule removed). Teacher and student are compared on pass rates
+(opd/teachers.py)."""
 from __future__ import annotations
 
 import random as _random
@@ -22,7 +21,7 @@ TIE = 1e-6
 @dataclass(frozen=True)
 class Route:
     teacher: str | None  # None = skip this task
-    # best_teacher_beats_student | student_not_beaten | student_above_max | no_teacher_reward |
+    # best_teacher_beats_student | student_not_beaten | no_teacher_reward |
     # no_student_reward | random_teacher | no_gate
     reason: str
     teacher_reward: float | None = None
@@ -37,7 +36,7 @@ def _best(teacher_rewards: dict[str, float | None], order: list[str] | None) -> 
 
 
 def route(teacher_rewards: dict[str, float | None], student_reward: float | None, margin: float = 0.0,
-          order: list[str] | None = None, rng: _random.Random | None = None, student_max: float = 1.0) -> Route:
+          order: list[str] | None = None, rng: _random.Random | None = None) -> Route:
     """gated: the teacher with the highest reward if it exceeds the student's by more than `margin`
     (and more than TIE: a lead of rounding size is no lead). Ties between teachers go to the one
     earlier in `order`, so the decision never depends on dict order. Teachers without a reward for the
@@ -48,17 +47,15 @@ def route(teacher_rewards: dict[str, float | None], student_reward: float | None
     best_name, best = known[0]
     if student_reward is None:
         return Route(None, "no_student_reward", best, None)
-    if student_reward > student_max + TIE:
-        return Route(None, "student_above_max", best, student_reward)
     if best - student_reward > margin + TIE:
         return Route(best_name, "best_teacher_beats_student", best, student_reward)
     return Route(None, "student_not_beaten", best, student_reward)
 
 
 def route_random(teacher_rewards: dict[str, float | None], student_reward: float | None, margin: float = 0.0,
-                 order: list[str] | None = None, rng: _random.Random | None = None, student_max: float = 1.0) -> Route:
+                 order: list[str] | None = None, rng: _random.Random | None = None) -> Route:
     """random: where `route` routes, a teacher drawn uniformly from those with a reward (`rng`)."""
-    gated = route(teacher_rewards, student_reward, margin, order, student_max=student_max)
+    gated = route(teacher_rewards, student_reward, margin, order)
     if gated.teacher is None:
         return gated
     name, value = (rng or _random.Random(0)).choice(_best(teacher_rewards, order))
@@ -66,9 +63,8 @@ def route_random(teacher_rewards: dict[str, float | None], student_reward: float
 
 
 def route_no_gate(teacher_rewards: dict[str, float | None], student_reward: float | None, margin: float = 0.0,
-                  order: list[str] | None = None, rng: _random.Random | None = None, student_max: float = 1.0) -> Route:
-    """no_gate: the best teacher for every task that has one, whatever the student's reward (and
-    `student_max`: it is part of the gate this control removes)."""
+                  order: list[str] | None = None, rng: _random.Random | None = None) -> Route:
+    """no_gate: the best teacher for every task that has one, whatever the student's reward."""
     known = _best(teacher_rewards, order)
     if not known:
         return Route(None, "no_teacher_reward", None, student_reward)

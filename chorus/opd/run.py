@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from ..config.schema import ConsolidationConf, RLConf, TeacherPoolConf, TrainerConf
+from ..config.schema import OPDConf, RLConf, TeacherPoolConf, TrainerConf
 from ..config.job_context import JobContext
 from ..policy.engines import SamplingParams
 from ..policy.models import load_tokenizer
@@ -15,15 +15,15 @@ from ..rl.algos import OPD_ALGO, get_algo
 from ..rl.run import Objective, train_rl
 from ..trainer_setup import eval_device
 from .module import OPDModule
-from .rollouts import TeacherModels, collect_opd
+from .rollouts import OPDCollect, TeacherModels
 from .teachers import Teacher, TeacherRewards, check_teachers, mean_rewards, reference_rewards
 
 log = logging.getLogger(__name__)
 
 
-def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: TeacherModels, gate: str = "reward"):
+def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: TeacherModels):
     """K teacher samples per task at the training sampling settings, scored like the student's:
-    the online teacher reward. Each estimate is a `teacher rewards <name>` progress phase. The
+    the online teacher pass rate. Each estimate is a `teacher rewards <name>` progress phase. The
     teacher generates with HF generate on the copy `teachers` gives (the one that scores the
     student's samples: held in memory, or loaded for the estimate and freed after it when teachers
     are loaded one at a time), on its device, never on a copy of its own. (A vLLM engine holds the
@@ -45,7 +45,7 @@ def online_estimator(rl: RLConf, samples: int, ctx: JobContext, teachers: Teache
                               ctx.sim, workers=ctx.workers, executor=ctx.executor,
                               max_prompt_tokens=rl.max_prompt_tokens, batch_tasks=rl.prompts_per_generate,
                               timing=ctx.timing, progress=False, on_progress=ctx.progress.callback(phase))
-        by_task = mean_rewards(rows, rl.reward, gate)
+        by_task = mean_rewards(rows)
         return {t.id: by_task.get(t.id) for t in tasks}
     return estimate
 
@@ -63,56 +63,53 @@ def log_decisions(out: Path, step: int, batch) -> None:
             f.write(json.dumps({"step": step, **d}) + "\n")
 
 
-def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobContext, *, opd: ConsolidationConf,
+def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobContext, *, opd: OPDConf,
               rl: RLConf, trainer: TrainerConf | None = None, ckpt_path: str | None = None,
               select_tasks=None) -> dict:
-    """Distil the pool's teachers into `student` on its own samples, task by task where a teacher wins
-    (by more than opd.margin on opd.gate's metric; opd.routing's rule); teachers without a reward
-    table are estimated online (pool.online_samples)."""
-    if opd.teacher_samples < 0 or opd.kd_coef < 0:
-        raise ValueError(f"consolidation.teacher_samples={opd.teacher_samples} and consolidation.kd_coef={opd.kd_coef} "
-                         "must be >= 0 (teacher_samples=0: on-policy distillation only)")
-    if opd.unrouted == "rl" and opd.mode != "pg":
-        raise ValueError("consolidation.unrouted=rl trains unrouted tasks by policy gradient beside mode=pg's "
-                         "distillation; use consolidation.mode=pg or consolidation.unrouted=skip")
-    if opd.routed != "distil" and opd.unrouted != "rl":
-        raise ValueError(f"consolidation.routed={opd.routed} trains routed tasks under DAPO's group advantage as "
-                         "unrouted=rl trains the others; set consolidation.unrouted=rl (or routed=distil)")
+    """Distil the pool's teachers into `student` on its own samples, task by task where a teacher's pass
+    rate beats the student's by more than opd.margin (opd.routing's rule); teachers without a reward
+    table are estimated online (pool.online_samples). `opd`'s combinations were checked when it was
+    built (OPDConf)."""
+    trainer = trainer or TrainerConf()
     teachers = list(pool.teachers)
     check_teachers(teachers)
     check_student(student, teachers)
     ctx.out.mkdir(parents=True, exist_ok=True)
     # on the student's device: eval_device until fit starts, then OPDModule.on_fit_start sets each rank's own
-    models = TeacherModels(teachers, keep_in_memory=opd.teachers_in_memory or opd.mode == "direct", dtype=ctx.dtype,
-                           device=eval_device(trainer or TrainerConf()))
-    gate = str(opd.gate)
-    rewards = TeacherRewards(teachers, [t.id for t in tasks], pool.missing,
-                             online_estimator(rl, pool.online_samples, ctx, models, gate),
-                             cache=ctx.out / "teacher_rewards.jsonl", reward_cfg=rl.reward, gate=gate)
-    for name, n in rewards.fallback.items():  # said once, and kept in summary.json
-        log.warning("teacher %s: its reward table lacks %d of %d training tasks; estimating those online "
-                    "(%d samples each)", name, n, len(tasks), pool.online_samples)
-    reference, unreferenced = reference_rewards(opd.gate_reference, [t.id for t in tasks], rl.reward, gate)
+    models = TeacherModels(teachers, keep_in_memory=opd.teachers_in_memory, dtype=ctx.dtype,
+                           device=eval_device(trainer))
+    ids = [t.id for t in tasks]
+    rewards = teacher_rewards(teachers, ids, pool, rl, ctx, models)
+    reference, unreferenced = reference_rewards(opd.gate_reference, ids)
     if unreferenced:
         log.warning("consolidation.gate_reference lacks %d of %d training tasks; the gate compares the teachers "
-                    "with the student's own value there", unreferenced, len(tasks))
+                    "with the student's own pass rate there", unreferenced, len(tasks))
     order = [t.name for t in teachers]
-    collect = functools.partial(collect_opd, rewards=rewards, teachers=models, order=order, margin=opd.margin,
-                                routing=str(opd.routing), gate=gate,
-                                micro_batch=rl.micro_batch, logit_chunk=(trainer or TrainerConf()).logit_chunk,
-                                pack_sequences=(trainer or TrainerConf()).pack_sequences,
-                                teacher_samples=opd.teacher_samples, make_engine=teacher_engine(rl),
-                                unrouted=get_algo("dapo") if opd.unrouted == "rl" else None, routed=str(opd.routed),
-                                student_max=opd.gate_student_max, reference=reference)
-    module = functools.partial(OPDModule, opd=opd, teachers=models)
+    collect = OPDCollect(opd, rewards, models, order, reference, make_engine=teacher_engine(rl),
+                         dapo=get_algo("dapo") if opd.unrouted == "rl" else None, micro_batch=rl.micro_batch,
+                         logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student),
-                                         "student_choice": opd.student, "routing": str(opd.routing), "gate": gate,
+                                         "student_choice": opd.student, "routing": str(opd.routing), "gate": "pass_rate",
                                          "teacher_sources": {t.name: str(t.source) for t in teachers},
                                          "table_fallback": rewards.fallback,
                                          **({"gate_reference": opd.gate_reference,
                                              "gate_reference_lacks": unreferenced} if opd.gate_reference else {})})
     return train_rl(student, OPD_ALGO, tasks, eval_tasks, ctx, rl=rl, trainer=trainer, ckpt_path=ckpt_path,
-                    select_tasks=select_tasks, objective=Objective(collect=collect, module=module, log_batch=log_decisions))
+                    select_tasks=select_tasks, objective=Objective(collect=collect, module=functools.partial(
+                        OPDModule, teachers=models), log_batch=log_decisions))
+
+
+def teacher_rewards(teachers: list[Teacher], task_ids: list[str], pool: TeacherPoolConf, rl: RLConf, ctx: JobContext,
+                    models: TeacherModels) -> TeacherRewards:
+    """The teachers' pass rates on the training tasks: from their tables, the rest estimated online
+    (cached in the run dir); a table's fallback to online estimates is said once (and kept in
+    summary.json)."""
+    rewards = TeacherRewards(teachers, task_ids, pool.missing, online_estimator(rl, pool.online_samples, ctx, models),
+                             cache=ctx.out / "teacher_rewards.jsonl")
+    for name, n in rewards.fallback.items():
+        log.warning("teacher %s: its reward table lacks %d of %d training tasks; estimating those online "
+                    "(%d samples each)", name, n, len(task_ids), pool.online_samples)
+    return rewards
 
 
 def check_student(student: str, teachers: list[Teacher]) -> None:

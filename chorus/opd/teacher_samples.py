@@ -4,8 +4,7 @@ OPD's on-policy terms score only the tokens the student drew. Where a teacher so
 answer the student never samples (another opening, another strategy), those terms cannot show it
 (docs/results.md, study v2: shift/LFSR). Here each routed teacher draws K samples of its own on the
 tasks routed to it, at the student's sampling settings, scored by the simulator like the student's;
-those that beat the student's mean on the gate's metric (pass_rate: a passing answer where the
-student's pass rate is below 1) join the step, trained by their NLL under the student
+those that beat the student's pass rate (a passing answer where the student's is below 1) join the step, trained by their NLL under the student
 (losses.sequence_kd): GKD's mix of on-policy and teacher-generated sequences."""
 from __future__ import annotations
 
@@ -19,8 +18,8 @@ SEED_OFFSET = 500_009  # the teachers' draws never reuse the student's sampling 
 
 
 def teacher_targets(routed: list[tuple], teachers, make_engine, tokenizer, pool, spec: RolloutSpec, k: int,
-                    gate: str, order: list[str], seed: int) -> tuple[list[tuple[dict, str]], dict]:
-    """`routed`: (task, teacher name, student's mean on the gate) per routed task. Each teacher in
+                    order: list[str], seed: int) -> tuple[list[tuple[dict, str]], dict]:
+    """`routed`: (task, teacher name, student's pass rate) per routed task. Each teacher in
     `order` draws `k` samples per task routed to it (`make_engine(model)`: an engine on the teacher's
     weights and the student's tokenizer, which check_student made the teachers share); returns the
     kept samples with their teacher, and {kd_drawn, kd_kept, kd_tasks, generation_s, simulation_s}."""
@@ -39,7 +38,7 @@ def teacher_targets(routed: list[tuple], teachers, make_engine, tokenizer, pool,
         for key in ("generation_s", "simulation_s"):
             stats[key] += timing[key]
         for (task, student), grp in zip(mine, groups):
-            better = [s for s in grp if _beats(gate_value(s["row"], spec.rewards, gate), student)]
+            better = [s for s in grp if _beats(gate_value(s["row"]), student)]
             stats["kd_drawn"] += len(grp)
             stats["kd_kept"] += len(better)
             stats["kd_tasks"] += bool(better)
@@ -48,6 +47,6 @@ def teacher_targets(routed: list[tuple], teachers, make_engine, tokenizer, pool,
 
 
 def _beats(value: float | None, student: float | None) -> bool:
-    """A teacher sample is a target when it beats the student's mean as the gate counts it (a harness
-    error has no value and never does)."""
+    """A teacher sample is a target when it beats the student's pass rate (a harness error has no value
+    and never does)."""
     return value is not None and student is not None and value > student + TIE

@@ -2,11 +2,10 @@
 
 Rewards come from an evaluation run's per-task table (`rewards: <run dir or per_task file>`) or
 are estimated online from K teacher samples per task (`source: online`), once per task and cached
-in the run dir. Either way each sample is scored by `gate_value` on consolidation.gate's metric
-(pass_rate: whether it passed; reward: `chorus.rl.rewards.reward` with the run's rl.reward), as the
-student's samples are, and harness errors are left out of the mean: the gate compares like with
-like. A table that lacks some training tasks (or has only harness errors for them) either raises or
-falls back, as `teacher_pool.missing` says (error | online | skip)."""
+in the run dir. Either way the gate compares pass rates (the study's metric: whether each sample
+reaches its task's target), the teachers' as the student's, and harness errors are left out of the
+mean: the gate compares like with like. A table that lacks some training tasks (or has only harness
+errors for them) either raises or falls back, as `teacher_pool.missing` says (error | online | skip)."""
 from __future__ import annotations
 
 import json
@@ -15,9 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config.schema import RewardConfig, Teacher  # Teacher: one entry of teacher_pool.teachers
+from ..config.schema import Teacher  # Teacher: one entry of teacher_pool.teachers
 from ..core.modes import MissingRewards, TeacherSource
-from ..rl.rewards import reward
 from ..tracking.identity import variants
 from ..tracking.run_dir import PARQUET, TABLE, kept_answers, read_table
 
@@ -91,8 +89,8 @@ def pool_from_runs(teachers: list[dict], base: str | None, runs_dir: str, from_r
     return resolved, find(base, "teacher_pool.base")
 
 
-# What `reward()` reads from each row of an evaluation's per-task table (chorus.scoring.result_row).
-REWARD_COLUMNS = ("status", "overall", "passed")
+# What the gate reads from each row of an evaluation's per-task table (chorus.scoring.result_row).
+REWARD_COLUMNS = ("status", "passed")
 
 
 def _table_path(where: str | None) -> Path | None:
@@ -105,55 +103,48 @@ def _table_path(where: str | None) -> Path | None:
     return None
 
 
-def gate_value(row: dict, cfg: RewardConfig, gate: str = "reward") -> float | None:
-    """What the gate compares for one sample: its `reward()` (gate=reward), or 1.0 if it passed else 0.0
-    (gate=pass_rate, the study's metric); None for a harness error either way (chorus failed, not the
-    policy)."""
-    if gate == "pass_rate":
-        return None if row["status"] == "harness_error" else float(bool(row["passed"]))
-    return reward(row["status"], row["overall"], row["passed"], cfg)
+def gate_value(row: dict) -> float | None:
+    """What the gate compares for one sample: 1.0 if it passed, else 0.0; None for a harness error
+    (chorus failed, not the policy)."""
+    return None if row["status"] == "harness_error" else float(bool(row["passed"]))
 
 
-def mean_rewards(rows, cfg: RewardConfig, gate: str = "reward") -> dict[str, float | None]:
-    """Per task, the mean `gate_value` of its samples (rows with task_id, status, overall, passed, as
+def mean_rewards(rows) -> dict[str, float | None]:
+    """Per task, the pass rate of its samples (rows with task_id, status, passed, as
     chorus.scoring.result_row writes them) that are not harness errors; None for a task whose samples
-    are all harness errors: it has no reward, like a task never evaluated."""
+    are all harness errors: it has no value, like a task never evaluated."""
     values: dict[str, list[float]] = {}
     for r in rows:
-        value = gate_value(r, cfg, gate)
+        value = gate_value(r)
         values.setdefault(r["task_id"], [])
         if value is not None:
             values[r["task_id"]].append(value)
     return {k: sum(v) / len(v) if v else None for k, v in values.items()}
 
 
-def table_rewards(where: str, cfg: RewardConfig, gate: str = "reward") -> dict[str, float | None]:
+def table_rewards(where: str) -> dict[str, float | None]:
     """`mean_rewards` over an evaluation's per-task table (its kept answers).
 
     `passed` is the evaluation's own verdict on the exact coverage. It is the student's (coverage >=
-    the task's target) when the evaluation ran with simulator.strict_instance=false, the default;
-    with true it may be stricter, which only matters when rl.reward.pass_bonus is not 0."""
+    the task's target) when the evaluation ran with simulator.strict_instance=false, the default."""
     path = _table_path(where)
     df = kept_answers(read_table(path))
     absent = [c for c in ("task_id", *REWARD_COLUMNS) if c not in df]
     if absent:
         raise ValueError(f"reward table {path} has no {'/'.join(absent)} column; write it with "
                          f"`python -m chorus.evaluate policy=model ...` (per_task rows) or use source: online")
-    # pandas reads a missing coverage as NaN, which reward() would take for a number
-    rows = ({"task_id": task_id, "status": status, "overall": None if pd.isna(overall) else float(overall),
-             "passed": not pd.isna(passed) and bool(passed)}
-            for task_id, status, overall, passed in zip(df["task_id"], df["status"], df["overall"], df["passed"]))
-    return mean_rewards(rows, cfg, gate)
+    rows = ({"task_id": task_id, "status": status, "passed": not pd.isna(passed) and bool(passed)}
+            for task_id, status, passed in zip(df["task_id"], df["status"], df["passed"]))
+    return mean_rewards(rows)
 
 
 class TeacherRewards:
-    """Per-task rewards of every teacher on the gate's metric (`gate`: pass_rate | reward), with the
-    table/online/missing policy applied. `reward_cfg` is the run's rl.reward, the one the student's
-    samples are scored with. `fallback`: per teacher, how many training tasks its table lacked and
-    are estimated online instead (teacher_pool.missing=online)."""
+    """Per-task pass rates of every teacher (what the gate compares), with the table/online/missing
+    policy applied. `fallback`: per teacher, how many training tasks its table lacked and are
+    estimated online instead (teacher_pool.missing=online)."""
 
     def __init__(self, teachers: list[Teacher], task_ids: list[str], missing: str = "error",
-                 estimate=None, cache: Path | None = None, *, reward_cfg: RewardConfig, gate: str = "reward"):
+                 estimate=None, cache: Path | None = None):
         if missing not in list(MissingRewards):
             raise ValueError(f"teacher_pool.missing must be error, online or skip, got {missing!r}")
         self.teachers, self.missing, self.estimate, self.cache = teachers, missing, estimate, cache
@@ -162,7 +153,7 @@ class TeacherRewards:
         self.fallback: dict[str, int] = {}
         for t in teachers:
             if t.source == "table":
-                table = table_rewards(t.rewards, reward_cfg, gate)
+                table = table_rewards(t.rewards)
                 self.known[t.name].update({k: v for k, v in table.items() if k in set(task_ids) and v is not None})
                 lacking = sorted(set(task_ids) - set(self.known[t.name]))
                 if lacking and missing == "error":
@@ -194,10 +185,9 @@ class TeacherRewards:
         return {task.id: {t.name: self.known[t.name].get(task.id) for t in self.teachers} for task in tasks}
 
 
-def reference_rewards(where: str | None, task_ids: list[str], cfg: RewardConfig,
-                      gate: str = "reward") -> tuple[dict[str, float], int]:
-    """consolidation.gate_reference: per training task, what the student reaches by RL alone (a table
-    of its DAPO expert on the training tasks), on the gate's metric; with how many training tasks the
+def reference_rewards(where: str | None, task_ids: list[str]) -> tuple[dict[str, float], int]:
+    """consolidation.gate_reference: per training task, what the student reaches by RL alone (the pass
+    rate in a table of its DAPO expert on the training tasks); with how many training tasks the
     table lacks (the gate uses the student's own value alone for those). ({}, 0) without one."""
     if not where:
         return {}, 0
@@ -208,6 +198,6 @@ def reference_rewards(where: str | None, task_ids: list[str], cfg: RewardConfig,
     if not _table_path(where):
         raise ValueError(f"consolidation.gate_reference={where}: no reward table there; evaluate the student's DAPO "
                          "expert on the training tasks with `python -m chorus.evaluate policy=model ...`")
-    ids, table = set(task_ids), table_rewards(where, cfg, gate)
+    ids, table = set(task_ids), table_rewards(where)
     known = {k: v for k, v in table.items() if k in ids and v is not None}
     return known, len(ids - set(known))

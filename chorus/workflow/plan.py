@@ -109,16 +109,21 @@ class Planner:
         controls). Later overrides win in Hydra, so the order is the precedence: the preset's train, the
         step's own preset settings, then the user's `extra` (extra wins over any preset, as documented),
         and the wiring last (no setting can detach a step from the steps it is planned after)."""
-        from ..config.job_settings import is_used, override_key, unused_overrides, used_settings
+        from ..config.job_settings import has_setting, is_used, override_key, unused_overrides, used_settings
         from ..train import auto_job, job_label, job_run_dir
 
         wiring = list(wiring)
         own = superseded_dropped(list(own), wiring)
-        full = self.compose_step(name, self.base + self.train + own + self.extra + wiring)
+        # each consolidation method has a schema of its own: a preset's or the user's setting of another
+        # method (consolidation.density beside an OPD step, or an SFT step's consolidation=none) is not
+        # this step's to set, so it never reaches its composition
+        probe = self.compose_step(name, self.base + own + wiring)
+        train, extra = ([o for o in group if has_setting(probe, override_key(o))] for group in (self.train, self.extra))
+        full = self.compose_step(name, self.base + train + own + extra + wiring)
         job = auto_job(full)
         uses = used_settings(job, full)
         routed_train, routed_extra = ([o for o in group if is_used(override_key(o), uses)]
-                                      for group in (self.train, self.extra))
+                                      for group in (train, extra))
         self.reached.update(routed_train + routed_extra)
         overrides = self.base + routed_train + own + routed_extra + wiring
         job_cfg = self.compose_step(name, overrides)

@@ -72,6 +72,11 @@ def render() -> str:
             out.append("")
         if cls is not None:
             out += table(field_rows(cls, cls(), group + ".")) + [""]
+        if group == "consolidation":  # a schema per method: each method's own settings
+            for method, mcls in {**schema.MERGE_SCHEMAS, "opd": schema.OPDConf}.items():
+                out += [f"#### consolidation={method}", "", prose(" ".join(inspect.getdoc(mcls).split())), ""]
+                out += table([r for r in field_rows(mcls, mcls(), group + ".") if r[0] != "consolidation.name"])
+                out.append("")
         else:
             out += ["This group has no settings of its own: each option sets other groups' settings.", ""]
     return "\n".join(out)
