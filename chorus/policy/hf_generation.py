@@ -114,9 +114,29 @@ class FenceCriteria(StoppingCriteria):
 _LAZY_INIT_TAKES_VALUES = "value_states" in inspect.signature(DynamicLayer.lazy_initialization).parameters
 
 
-class GrowingLayer(DynamicLayer):
-    """A DynamicLayer whose keys and values are views of buffers that double when full, so a decode
-    step writes one position instead of copying the whole cache (torch.cat)."""
+class BufferedLayer(DynamicLayer):
+    """A DynamicLayer whose keys and values are views of preallocated buffers `_k`, `_v` [rows, kv_heads,
+    capacity, head_dim] filled to `_len`, so a decode step writes its positions instead of copying the
+    whole cache (torch.cat). GrowingLayer's buffers double when full; the shared-prefix cache's suffix
+    buffers (prefix_attention.SharedPrefixLayer) have a fixed size."""
+
+    def append_kv(self, key_states: torch.Tensor, value_states: torch.Tensor):
+        """Write one update's positions after the filled ones (the buffers have room for them) and return
+        the keys and values so far, as a cache layer's `update` does."""
+        end = self._len + key_states.shape[-2]
+        self._k[:, :, self._len:end] = key_states
+        self._v[:, :, self._len:end] = value_states
+        self._len = end
+        return self.view_filled()
+
+    def view_filled(self):
+        """`keys` and `values` pointed at the buffers' filled part (after an append, or rows moved)."""
+        self.keys, self.values = self._k[:, :, :self._len], self._v[:, :, :self._len]
+        return self.keys, self.values
+
+
+class GrowingLayer(BufferedLayer):
+    """A BufferedLayer whose buffers double when full."""
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor | None = None) -> None:
         # transformers 4.56-4.57 (vLLM's pins) take the keys only; 5.x takes keys and values
@@ -141,24 +161,19 @@ class GrowingLayer(DynamicLayer):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        end = self._len + key_states.shape[-2]
-        self._reserve(end, key_states, value_states)
-        self._k[:, :, self._len:end] = key_states
-        self._v[:, :, self._len:end] = value_states
-        self._len = end
-        self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
-        return self.keys, self.values
+        self._reserve(self._len + key_states.shape[-2], key_states, value_states)
+        return self.append_kv(key_states, value_states)
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         if self._len:
             self._k = self._k.repeat_interleave(repeats, dim=0)
             self._v = self._v.repeat_interleave(repeats, dim=0)
-            self.keys, self.values = self._k[:, :, :self._len], self._v[:, :, :self._len]
+            self.view_filled()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self._len:
             self._k, self._v = self._k[indices], self._v[indices]
-            self.keys, self.values = self._k[:, :, :self._len], self._v[:, :, :self._len]
+            self.view_filled()
 
     def crop(self, tokens_to_remove: int) -> None:
         super().crop(tokens_to_remove)

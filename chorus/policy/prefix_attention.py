@@ -20,12 +20,14 @@ from contextlib import contextmanager
 
 import torch
 from transformers import AttentionInterface
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.cache_utils import Cache, DynamicCache
+
+from .hf_generation import BufferedLayer
 
 NAME = "chorus_prefix_cache"
 
 
-class SharedPrefixLayer(DynamicLayer):
+class SharedPrefixLayer(BufferedLayer):
     """One layer's cache: the prompts' prefix once, each live row's suffix in a fixed-size buffer."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, real: torch.Tensor, n: int, capacity: int):
@@ -44,11 +46,7 @@ class SharedPrefixLayer(DynamicLayer):
         end = self._len + key_states.shape[-2]
         if end > self._k.shape[-2]:
             raise RuntimeError(f"shared-prefix cache: {end} decode positions, room for {self._k.shape[-2]}")
-        self._k[:, :, self._len:end] = key_states
-        self._v[:, :, self._len:end] = value_states
-        self._len = end
-        self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
-        return self.keys, self.values
+        return self.append_kv(key_states, value_states)
 
     def get_seq_length(self, *args, **kwargs) -> int:
         return self.prefix_k.shape[-2] + self._len
@@ -60,7 +58,7 @@ class SharedPrefixLayer(DynamicLayer):
         self._v[:m, :, :self._len] = self._v[indices, :, :self._len]
         self._k, self._v = self._k[:m], self._v[:m]
         self.row_prompt, self.row_slot = self.row_prompt[indices], self.row_slot[indices]
-        self.keys, self.values = self._k[:, :, :self._len], self._v[:, :, :self._len]
+        self.view_filled()
 
 
 def shared_prefix_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
