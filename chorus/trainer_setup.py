@@ -126,7 +126,7 @@ def fused_optimizer(trainer: TrainerConf) -> bool:
     runs on a GPU, unless under 16-mixed). A fused AdamW where torch has no kernel for the device, or
     under 16-mixed (its gradient scaler would unscale inside the fused step, after chorus's clip), is
     refused in one line."""
-    from .rl.optimizer import fused_devices
+    from .optimizer import fused_devices
 
     scaled = str(trainer.precision) in ("16-mixed", "16")
     device = eval_device(trainer).type

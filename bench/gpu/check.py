@@ -52,7 +52,7 @@ Phases, in this order (GPU work first, the simulator last), and their checks: ea
        D.bf16_copy_over_fp32_autocast_tokens_per_s  >= 1.0 (CUDA only: on a CPU bf16 is not asked)
   L  two real RL steps through Lightning's loop: chorus's RLModule (DAPO) and trainer_setup.build_trainer
      under bf16-mixed with trainer.fused_optimizer=true, rl.grad_clip=1.0 (clipped through
-     rl/optimizer.clip_grad_norm, as every trainer clips), activation checkpointing on, padded passes
+     chorus/optimizer.clip_grad_norm, as every trainer clips), activation checkpointing on, padded passes
      (trainer.pack_sequences=false: what the plan counts; under sdpa null picks padding for these rows
      too), rl.micro_batch = `rows`. The rollout hook returns a synthetic RolloutBatch of 2 x rows random
      rows of unequal lengths (update_tokens down to update_tokens / (2 rows), right-padded; completion

@@ -2,7 +2,7 @@
 the rollout (generation + simulation) runs in `on_train_batch_start`, outside `training_step`.
 The step recomputes the old log-probs with the policy itself (no grad, sampling temperature), then
 takes rl.epochs x rl.mini_batches optimizer steps (DAPO/PPO): each mini-batch is micro-batched
-forward/backward passes under one normaliser for that mini-batch, clipped by rl/optimizer.py's
+forward/backward passes under one normaliser for that mini-batch, clipped by chorus/optimizer.py's
 `clip_grad_norm`. Lightning's global_step (and so max_steps, save_every, resume) counts
 rollouts; the LR schedule steps once per rollout. Under DDP every rank runs the same schedule of
 backward passes and optimizer steps whatever rows it kept (`_plan`), so no collective waits forever;
@@ -20,9 +20,9 @@ import torch
 from torch.distributed.fsdp import FSDPModule
 
 from ..config.schema import RLConf, TrainerConf
+from ..optimizer import adamw, clip_grad_norm
 from .algos import RLAlgo
 from .logprobs import Forward, forward_logprobs
-from .optimizer import adamw, clip_grad_norm
 from .losses import (clipped_pg_loss, k3_kl, micro_slices, minibatch_counts, minibatch_normalizers, minibatch_slices,
                      tis_weights)
 from .packing import pass_tokens, why_not_packable

@@ -9,9 +9,9 @@ import lightning as L
 import torch
 
 from ..config.schema import TrainerConf
+from ..optimizer import adamw, clip_grad_norm
 from ..rl.logprobs import forward_logprobs
 from ..rl.losses import sft_loss
-from ..rl.optimizer import adamw, clip_grad_norm
 
 log = logging.getLogger("chorus.sft")
 
@@ -28,7 +28,7 @@ class SFTModule(L.LightningModule):
         self.on_step = on_step  # (step, scalars) -> None, e.g. a W&B mirror
         self.logit_chunk = logit_chunk
         self.pack_sequences = pack_sequences  # trainer.pack_sequences (rl/packing.py)
-        self.fused = fused  # trainer.fused_optimizer, resolved (rl/optimizer.py)
+        self.fused = fused  # trainer.fused_optimizer, resolved (chorus/optimizer.py)
 
     def training_step(self, batch, batch_idx):
         labels = batch["labels"]
@@ -55,6 +55,6 @@ class SFTModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        # the trainer's gradient_clip_val (sft_stage's grad_clip), clipped as RL clips (rl/optimizer.py):
+        # the trainer's gradient_clip_val (sft_stage's grad_clip), clipped as RL clips (chorus/optimizer.py):
         # Lightning's own clip refuses a fused AdamW even under bf16-mixed
         clip_grad_norm(self, optimizer, gradient_clip_val or 0.0)
