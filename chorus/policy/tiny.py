@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -166,12 +165,6 @@ def _reuse(path: Path, size: str, seed: int, chash: str, pretrain: tuple | None 
     return path
 
 
-def tiny_model_name(path: str | Path) -> str | None:
-    """tiny-<size> for a model dir build_tiny named in the cache (tiny-<size>-seed<seed>-...), else None."""
-    found = re.match(r"^(tiny-[a-z0-9]+)-seed\d+", Path(path).name)
-    return found.group(1) if found else None
-
-
 def build_tiny(size: str = "s", seed: int = 0, corpus: list[str] | None = None,
                out_dir: str | Path | None = None, cache_root: str | Path | None = None,
                pretrain_steps: int = 0, pretrain_corpus: list[str] | None = None) -> Path:
@@ -203,7 +196,8 @@ def build_tiny(size: str = "s", seed: int = 0, corpus: list[str] | None = None,
 
         root = Path(cache_root).expanduser() if cache_root else default_cache_root()
         tag = f"-pt{pretrain_steps}-{pretrain[2][:8]}" if pretrain else ""
-        out_dir = root / "models" / f"tiny-{size}-seed{seed}-{chash}{tag}"  # read back by tiny_model_name
+        # the name tracking/record.tiny_model_name reads back
+        out_dir = root / "models" / f"tiny-{size}-seed{seed}-{chash}{tag}"
     final = Path(out_dir)
     if (final / READY).exists():
         return _reuse(final, size, seed, chash, pretrain)

@@ -5,6 +5,7 @@ import functools
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -87,9 +88,15 @@ def checkpoint_model(checkpoint: str | Path | None) -> str | None:
             continue
         if model:
             return str(model)
-    from ..policy.tiny import tiny_model_name
-
     return tiny_model_name(path)
+
+
+def tiny_model_name(path: str | Path) -> str | None:
+    """tiny-<size> for a model dir policy/tiny.build_tiny named in the cache (tiny-<size>-seed<seed>-...),
+    else None. Here rather than beside build_tiny: reading a record must not import the model code above
+    tracking (docs/reference/layout.md)."""
+    found = re.match(r"^(tiny-[a-z0-9]+)-seed\d+", Path(path).name)
+    return found.group(1) if found else None
 
 
 def run_metadata(job: str, model: str | None, seed: int | None, sft_stage: str | None = None,
