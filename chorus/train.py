@@ -30,11 +30,12 @@ from omegaconf import DictConfig, OmegaConf
 from .config.schema import CONF_DIR, MERGE_SCHEMAS, TrainConf, register_configs
 from .config.job_context import JobContext, Preempted, process_rank
 from .config.job_settings import check_settings
+from .config.run_identity import run_dir
 from .core.task import TaskFormatError
 from .sim.config import sim_config
 from .sim.executor import make_executor
 from .stimulus.formats import get_format
-from .tracking.identity import check_reuse, has_results, run_dir, write_record
+from .tracking.identity import check_reuse, has_results, write_record
 from .tracking.progress import Progress
 from .tracking.quiet import quiet_third_party
 from .tracking.record import checkpoint_model, copy_hydra_config, model_name, run_metadata, write_error

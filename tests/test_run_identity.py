@@ -11,7 +11,8 @@ from omegaconf import OmegaConf
 
 from chorus.config.schema import CONF_DIR, register_configs
 from chorus.config.job_settings import unused_overrides
-from chorus.tracking.identity import check_reuse, differences, flatten, identity, write_record
+from chorus.config.run_identity import identity
+from chorus.tracking.identity import check_reuse, differences, flatten, write_record
 from chorus.train import auto_job, job_run_dir
 
 

@@ -2,7 +2,7 @@
 
 A setting a job does not read must not be accepted silently: `consolidation=opd rl_algo.eps_high=0.5`
 or `job=sft model.dtype=bfloat16` would otherwise be recorded in the run's config as if they had shaped it.
-The same lists decide a run's identity (tracking/identity.py) and which of a pipeline preset's
+The same lists decide a run's identity (config/run_identity.py) and which of a pipeline preset's
 settings reach which step, so "what a job uses" is written down once, here.
 
 Entries are dotted prefixes of the composed train config: `rl` covers every `rl.*` key.
