@@ -70,7 +70,8 @@ def and2_task() -> Task:
 
 @pytest.fixture
 def counter_task() -> Task:
-    return Task(id="cnt", spec="counter", rtl={"cnt.sv": COUNTER}, top="cnt", instance="uut",
+    # CVDP's layout, as the bundled tasks have it: the DUT under rtl/ (the testbench goes under verif/)
+    return Task(id="cnt", spec="counter", rtl={"rtl/cnt.sv": COUNTER}, top="cnt", instance="uut",
                 targets={"overall": 90.0})
 
 

@@ -59,13 +59,6 @@ def cfg(cache_root, work) -> SimConfig:
 
 
 @pytest.fixture
-def task() -> Task:
-    # CVDP's layout: the DUT under rtl/, the testbench under verif/.
-    return Task(id="cnt", spec="counter", rtl={"rtl/cnt.sv": COUNTER}, top="cnt", instance="uut",
-                targets={"overall": 90.0})
-
-
-@pytest.fixture
 def secret(tmp_path, monkeypatch) -> Path:
     """A private file outside anything the jail may read, and a secret in chorus's environment."""
     d = tmp_path / "private"
@@ -160,8 +153,8 @@ HOST_REASONS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(HOST_CASES))
-def test_macro_built_host_access_is_blocked_before_the_build(task, cfg, secret, work, name):
-    r = run(task, HOST_CASES[name](secret), cfg)
+def test_macro_built_host_access_is_blocked_before_the_build(counter_task, cfg, secret, work, name):
+    r = run(counter_task, HOST_CASES[name](secret), cfg)
     allowed = ("rejected", "compile_error") if UNPARSABLE in HOST_REASONS[name] else ("rejected",)
     assert r.status in allowed, (r.status, r.reason)
     assert re.search(HOST_REASONS[name], r.reason), r.reason
@@ -183,9 +176,9 @@ INCLUDE_CASES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(INCLUDE_CASES))
-def test_include_outside_the_design_cannot_be_read(task, cfg, secret, work, name):
+def test_include_outside_the_design_cannot_be_read(counter_task, cfg, secret, work, name):
     # Verilator's own (jailed) preprocessor cannot open the file: a compile error, nothing read.
-    r = run(task, INCLUDE_CASES[name](secret), cfg)
+    r = run(counter_task, INCLUDE_CASES[name](secret), cfg)
     assert r.status == "compile_error", (r.status, r.reason)
     assert "Cannot find include file" in r.reason
     assert_no_leak(r)
@@ -222,8 +215,8 @@ SYSTEMC_ESCAPES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SYSTEMC_ESCAPES))
-def test_systemc_block_hidden_behind_begin_keywords_is_never_built(task, cfg, work, name):
-    r = run(task, SYSTEMC_ESCAPES[name], cfg)
+def test_systemc_block_hidden_behind_begin_keywords_is_never_built(counter_task, cfg, work, name):
+    r = run(counter_task, SYSTEMC_ESCAPES[name], cfg)
     assert "PWNED_BY_SYSTEMC" not in r.run_log  # the C++ never ran
     assert not (r.status == "ok" and r.overall == 100.0)  # 3 clock cycles never cover `top`: 100 is forged
     assert r.status in ("rejected", "compile_error"), (r.status, r.reason)
@@ -246,17 +239,17 @@ ESCAPED = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ESCAPED))
-def test_escaped_identifiers_do_not_hide_a_system_call(task, cfg, work, name):
-    r = run(task, counter_tb(BODY, extra=ESCAPED[name]), cfg)
+def test_escaped_identifiers_do_not_hide_a_system_call(counter_task, cfg, work, name):
+    r = run(counter_task, counter_tb(BODY, extra=ESCAPED[name]), cfg)
     assert r.status == "rejected" and "$system is not allowed" in r.reason, (r.status, r.reason)
     assert r.seconds.get("build") is None
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("call", ['\\$system ("id");', '\\$c ("system(\\"id\\");");'])
-def test_escaped_system_task_name_is_only_an_unknown_user_task(task, cfg, work, call):
+def test_escaped_system_task_name_is_only_an_unknown_user_task(counter_task, cfg, work, call):
     # `\$system ` is an ordinary identifier, not the system task: Verilator finds no such task.
-    r = run(task, counter_tb(BODY, extra=f"  initial {call}"), cfg)
+    r = run(counter_task, counter_tb(BODY, extra=f"  initial {call}"), cfg)
     assert r.status in ("rejected", "compile_error"), (r.status, r.reason)
     assert r.seconds.get("run") is None and r.report is None
 
@@ -289,8 +282,8 @@ ATTRIBUTE_DESYNC = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ATTRIBUTE_DESYNC))
-def test_code_hidden_in_an_attribute_string_is_never_built(task, cfg, work, name):
-    r = run(task, counter_tb(BODY, extra=ATTRIBUTE_DESYNC[name]), cfg)
+def test_code_hidden_in_an_attribute_string_is_never_built(counter_task, cfg, work, name):
+    r = run(counter_task, counter_tb(BODY, extra=ATTRIBUTE_DESYNC[name]), cfg)
     assert "PWNED" not in r.run_log  # neither the shell nor the C++ ran
     assert not (r.status == "ok" and r.overall == 100.0)  # 3 clock cycles never cover `top`: 100 is forged
     assert r.status in ("rejected", "compile_error") and r.seconds.get("build") is None, (r.status, r.reason)
@@ -303,8 +296,8 @@ SHADOW = '`line 1 "rtl/cnt.sv" 0\n' + COUNTER.replace("module cnt(", "module cnt
 
 
 @pytest.mark.slow
-def test_line_forged_fake_module_is_not_scored_as_the_dut(task, cfg, work):
-    honest = run(task, HONEST_TB, cfg)
+def test_line_forged_fake_module_is_not_scored_as_the_dut(counter_task, cfg, work):
+    honest = run(counter_task, HONEST_TB, cfg)
     assert honest.status == "ok" and 0 < honest.overall < 100.0
     # The fake (same code, same ports, claiming to be rtl/cnt.sv) under the required name,
     # run long enough to cover itself completely; the real DUT absent, or idle elsewhere.
@@ -312,10 +305,10 @@ def test_line_forged_fake_module_is_not_scored_as_the_dut(task, cfg, work):
     fake_only = SHADOW + counter_tb(long_body).replace("cnt uut", "cnt_shadow uut")
     fake_and_idle = SHADOW + counter_tb(long_body, extra="  cnt idle_dut(.clk(1'b0), .rst_n(rst_n), .en(1'b0), .q(), "
                                         ".top());").replace("cnt uut", "cnt_shadow uut")
-    alone = run(task, fake_only, cfg)
+    alone = run(counter_task, fake_only, cfg)
     assert alone.status == "ok" and alone.report is None and alone.overall is None, alone.reason
     assert "no coverage points of module cnt" in alone.reason and not alone.passed(0.0)
-    idle = run(task, fake_and_idle, cfg)
+    idle = run(counter_task, fake_and_idle, cfg)
     assert idle.status == "ok" and idle.report is not None
     assert idle.report.instance == "TOP.tb.idle_dut" and not idle.instance_ok
     assert idle.overall < honest.overall and not idle.passed(0.0, strict_instance=True)
@@ -323,10 +316,10 @@ def test_line_forged_fake_module_is_not_scored_as_the_dut(task, cfg, work):
 
 
 @pytest.mark.slow
-def test_line_forged_module_named_like_the_dut_is_rejected(task, cfg, work):
+def test_line_forged_module_named_like_the_dut_is_rejected(counter_task, cfg, work):
     tb = PASTE + '`line 1 "rtl/cnt.sv" 0\n' + COUNTER.replace("module cnt(", "module `P(cn,t)(") + \
         '`line 1 "verif/tb.sv" 0\n' + HONEST_TB
-    r = run(task, tb, cfg)
+    r = run(counter_task, tb, cfg)
     assert r.status == "rejected" and "redefines design unit 'cnt'" in r.reason, r.reason
 
 
@@ -353,19 +346,19 @@ WRITES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(WRITES))
-def test_writes_into_the_dut_are_rejected_and_named(task, cfg, work, name):
+def test_writes_into_the_dut_are_rejected_and_named(counter_task, cfg, work, name):
     stmt, extra, what = WRITES[name]
     tb = "`define POKE(sig, v) force uut.sig = v\n" + counter_tb(stmt + BODY, extra=extra)
-    r = run(task, tb, cfg)
+    r = run(counter_task, tb, cfg)
     assert r.status == "rejected", (r.status, r.reason)
     assert WRITE_REASON in r.reason and what in r.reason, r.reason
 
 
 @pytest.mark.slow
-def test_force_builds_when_dut_writes_are_allowed(task, cfg, work):
+def test_force_builds_when_dut_writes_are_allowed(counter_task, cfg, work):
     tb = counter_tb("    force uut.q = 4'hf;\n    #20 release uut.q;\n" + BODY)
-    assert run(task, tb, cfg).status == "rejected"
-    r = run(task, tb, cfg, allow_dut_writes=True)
+    assert run(counter_task, tb, cfg).status == "rejected"
+    r = run(counter_task, tb, cfg, allow_dut_writes=True)
     assert r.status == "ok" and r.report.instance == "TOP.tb.uut", (r.status, r.reason)
     assert_clean(work)
 
@@ -387,9 +380,9 @@ UNSEEN_WRITES = {  # name: (before the testbench, statement, module item, after 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(UNSEEN_WRITES))
-def test_writes_the_check_does_not_see_are_rejected(task, cfg, work, name):
+def test_writes_the_check_does_not_see_are_rejected(counter_task, cfg, work, name):
     pre, stmt, extra, tail = UNSEEN_WRITES[name]
-    r = run(task, pre + counter_tb(stmt + BODY, extra=extra) + tail, cfg)
+    r = run(counter_task, pre + counter_tb(stmt + BODY, extra=extra) + tail, cfg)
     assert r.status == "rejected" and WRITE_REASON in r.reason, (r.status, r.reason, r.overall)
 
 
@@ -409,9 +402,9 @@ INDIRECT_WRITES = {  # name: (statement, module item, what the reason names)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(INDIRECT_WRITES))
-def test_writes_through_nets_and_clocking_blocks_are_rejected(task, cfg, work, name):
+def test_writes_through_nets_and_clocking_blocks_are_rejected(counter_task, cfg, work, name):
     stmt, extra, what = INDIRECT_WRITES[name]
-    r = run(task, counter_tb(stmt + BODY, extra=extra), cfg)
+    r = run(counter_task, counter_tb(stmt + BODY, extra=extra), cfg)
     assert r.status == "rejected" and WRITE_REASON in r.reason and what in r.reason, (r.status, r.reason)
     assert r.seconds.get("build") is None
 
@@ -430,20 +423,20 @@ def test_a_body_that_forces_an_output_is_rejected(work, cfg):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["uut.x", "a.uut"])
-def test_instance_names_that_fake_hierarchy_levels_are_rejected(task, cfg, work, name):
+def test_instance_names_that_fake_hierarchy_levels_are_rejected(counter_task, cfg, work, name):
     # `\uut.x` would be scored as a child of uut; `\a.uut` would pass the required-name check.
     extra = f"  logic [3:0] q2; logic top2; cnt \\{name} (.clk(clk), .rst_n(rst_n), .en(1'b1), .q(q2), .top(top2));"
-    r = run(task, counter_tb(BODY, extra=extra), cfg)
+    r = run(counter_task, counter_tb(BODY, extra=extra), cfg)
     assert r.status == "rejected" and f"instance name '{name}'" in r.reason, (r.status, r.reason)
 
 
 # ---------------------------------------------------------------- 5. files at run time
 
 @pytest.mark.slow
-def test_file_written_in_its_own_dir_is_allowed_and_gone_afterwards(task, cfg, work, tmp_path):
+def test_file_written_in_its_own_dir_is_allowed_and_gone_afterwards(counter_task, cfg, work, tmp_path):
     body = '    fd = $fopen("notes.txt", "w"); $fdisplay(fd, "q=%0d", q); $fclose(fd);\n' \
            '    fd = $fopen("notes.txt", "r"); void\'($fgets(line, fd)); $display("READBACK %s", line);\n' + BODY
-    r = run(task, counter_tb(body, extra="  integer fd; string line;"), cfg)
+    r = run(counter_task, counter_tb(body, extra="  integer fd; string line;"), cfg)
     assert r.status == "ok" and r.end == "finish", (r.status, r.reason)
     assert "READBACK q=" in r.run_log
     assert_clean(work)
@@ -465,9 +458,9 @@ def _fill(mb_each: int, files: int) -> str:
 
 
 @pytest.mark.slow
-def test_disk_quota_holds_and_nothing_is_left_behind(task, cfg, work, tmp_path):
+def test_disk_quota_holds_and_nothing_is_left_behind(counter_task, cfg, work, tmp_path):
     # 4 files x 3 MB against an 8 MB tmpfs (each file under the 4 MB per-file limit).
-    r = run(task, counter_tb(BODY, extra=_fill(3, 4)), cfg, disk_quota_mb=8, output_limit_mb=4)
+    r = run(counter_task, counter_tb(BODY, extra=_fill(3, 4)), cfg, disk_quota_mb=8, output_limit_mb=4)
     assert r.status in ("ok", "runtime_error"), (r.status, r.reason)
     sizes = [int(s) for s in re.findall(r"^SIZE \d (-?\d+)$", r.run_log, re.M)]
     if r.status == "ok":
@@ -479,7 +472,7 @@ def test_disk_quota_holds_and_nothing_is_left_behind(task, cfg, work, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("clang", [True, False], ids=["clang-if-present", "gcc"])
-def test_a_build_is_held_to_a_total_disk_quota_not_only_per_file(task, cfg, work, clang):
+def test_a_build_is_held_to_a_total_disk_quota_not_only_per_file(counter_task, cfg, work, clang):
     """The build's files count together against simulator.disk_quota_mb; a build over it is the
     testbench's compile_error, and nothing stays. 6000 distinct $display lines make a build of ~4 MB
     (g++) or ~6.5 MB (clang), each file far below the per-file limit; an honest one is ~2.2 MB with
@@ -487,15 +480,15 @@ def test_a_build_is_held_to_a_total_disk_quota_not_only_per_file(task, cfg, work
     runs, so the verdict does not depend on how fast the machine compiles."""
     big = counter_tb("\n".join(f'    $display("row {k:05d} of the big testbench: %0d", q);' for k in range(6000))
                      + "\n" + BODY)
-    r = run(task, big, cfg, disk_quota_mb=3, clang=clang)
+    r = run(counter_task, big, cfg, disk_quota_mb=3, clang=clang)
     assert r.status == "compile_error" and "disk_quota_mb=3 MB in total" in r.reason, (r.status, r.reason)
-    assert run(task, HONEST_TB, cfg, disk_quota_mb=3, clang=clang).status == "ok"  # a small build fits
+    assert run(counter_task, HONEST_TB, cfg, disk_quota_mb=3, clang=clang).status == "ok"  # a small build fits
     assert_clean(work)
 
 
 @pytest.mark.slow
-def test_one_file_past_the_output_limit_stops_the_run(task, cfg, work):
-    r = run(task, counter_tb(BODY, extra=_fill(6, 1)), cfg, disk_quota_mb=64, output_limit_mb=4)
+def test_one_file_past_the_output_limit_stops_the_run(counter_task, cfg, work):
+    r = run(counter_task, counter_tb(BODY, extra=_fill(6, 1)), cfg, disk_quota_mb=64, output_limit_mb=4)
     assert r.status == "runtime_error" and "output limit" in r.reason, (r.status, r.reason)
     assert r.end == "output_limit"
     assert_clean(work)
@@ -504,31 +497,31 @@ def test_one_file_past_the_output_limit_stops_the_run(task, cfg, work):
 # ---------------------------------------------------------------- 6. faults
 
 @pytest.mark.slow
-def test_oversized_testbench_is_rejected_at_once(task, cfg, work):
+def test_oversized_testbench_is_rejected_at_once(counter_task, cfg, work):
     tb = "// " + "x" * (2 << 20) + "\n" + HONEST_TB
     t = time.monotonic()
-    r = run(task, tb, cfg)
+    r = run(counter_task, tb, cfg)
     assert time.monotonic() - t < 5
     assert r.status == "rejected" and "max_testbench_kb" in r.reason
     assert_clean(work)
 
 
 @pytest.mark.slow
-def test_unclosed_comment_in_a_900kb_testbench_ends_in_bounded_time(task, cfg, work):
+def test_unclosed_comment_in_a_900kb_testbench_ends_in_bounded_time(counter_task, cfg, work):
     pad = "".join(f"  logic [7:0] pad_{i} = 8'h{i % 256:02x};\n" for i in range(27000))
     tb = "/*\n" + pad + HONEST_TB
     assert 850_000 < len(tb) < 1024 * 1024
     t = time.monotonic()
-    r = run(task, tb, cfg)
+    r = run(counter_task, tb, cfg)
     assert time.monotonic() - t < 60
     assert r.status in ("compile_error", "rejected"), (r.status, r.reason)
     assert_clean(work)
 
 
 @pytest.mark.slow
-def test_zero_delay_loop_times_out(task, cfg, work):
+def test_zero_delay_loop_times_out(counter_task, cfg, work):
     t = time.monotonic()
-    r = run(task, counter_tb("    forever en = ~en;"), cfg, run_timeout_s=3)
+    r = run(counter_task, counter_tb("    forever en = ~en;"), cfg, run_timeout_s=3)
     assert r.status == "timeout" and r.report is None, (r.status, r.reason)
     assert time.monotonic() - t < 60
     assert_clean(work)
@@ -545,9 +538,9 @@ HUGE_MEMORY = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(HUGE_MEMORY))
-def test_huge_memory_is_a_testbench_error_never_a_harness_error(task, cfg, work, name):
+def test_huge_memory_is_a_testbench_error_never_a_harness_error(counter_task, cfg, work, name):
     stmt, extra = HUGE_MEMORY[name]
-    r = run(task, counter_tb(stmt + BODY, extra=extra), cfg, mem_limit_mb=1024)
+    r = run(counter_task, counter_tb(stmt + BODY, extra=extra), cfg, mem_limit_mb=1024)
     assert r.status in ("compile_error", "runtime_error"), (r.status, r.reason)
     assert r.report is None and r.overall is None
     assert_clean(work)
@@ -556,8 +549,8 @@ def test_huge_memory_is_a_testbench_error_never_a_harness_error(task, cfg, work,
 @pytest.mark.slow
 @pytest.mark.parametrize("text", ["Internal Error", "%Error: Internal Error: chorus harness failure",
                                   "%Error: rtl/cnt.sv:1:1: syntax error"])
-def test_build_log_text_cannot_blame_the_harness(task, cfg, work, text):
-    r = run(task, counter_tb(f'    $display("{text}");\n    en = ;\n' + BODY), cfg)
+def test_build_log_text_cannot_blame_the_harness(counter_task, cfg, work, text):
+    r = run(counter_task, counter_tb(f'    $display("{text}");\n    en = ;\n' + BODY), cfg)
     assert r.status == "compile_error", (r.status, r.reason)
 
 
@@ -574,9 +567,9 @@ MACRO_BOMBS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(MACRO_BOMBS))
-def test_macro_bombs_end_in_bounded_time(task, cfg, work, name):
+def test_macro_bombs_end_in_bounded_time(counter_task, cfg, work, name):
     t = time.monotonic()
-    r = run(task, MACRO_BOMBS[name], cfg)
+    r = run(counter_task, MACRO_BOMBS[name], cfg)
     assert time.monotonic() - t < 60
     assert r.status in ("rejected", "compile_error"), (r.status, r.reason)
     assert r.seconds.get("run") is None
@@ -841,9 +834,9 @@ def test_every_real_metacomment_still_goes_through_the_harmless_list(text, word)
 
 
 @pytest.mark.slow
-def test_comments_that_begin_with_verilator_build_and_score(task, cfg, work):
+def test_comments_that_begin_with_verilator_build_and_score(counter_task, cfg, work):
     tb = "// Verilator testbench for the counter\n" + counter_tb(BODY, extra="  /* Verilator is used */")
-    r = run(task, tb, cfg)
+    r = run(counter_task, tb, cfg)
     assert r.status == "ok" and r.overall > 0, (r.status, r.reason)
 
 
@@ -894,17 +887,17 @@ def test_verilators_octal_escapes_in_its_json_are_read_without_changing_its_stru
                            "u": "é"}
 
 
-def test_a_non_ascii_escaped_identifier_is_refused_with_the_fix(task, cfg, work):
+def test_a_non_ascii_escaped_identifier_is_refused_with_the_fix(counter_task, cfg, work):
     tb = counter_tb(BODY, extra="  logic \\sig_é ;\n  always @(posedge clk) \\sig_é  <= q[0];  // é in a comment")
-    r = run(task, tb, cfg)
+    r = run(counter_task, tb, cfg)
     assert r.status == "rejected" and "non-ASCII character" in r.reason and "use an ASCII name" in r.reason, r.reason
 
 
 @pytest.mark.slow
-def test_initial_values_on_testbench_nets_build_but_not_on_a_net_the_dut_output_drives(task, cfg, work):
+def test_initial_values_on_testbench_nets_build_but_not_on_a_net_the_dut_output_drives(counter_task, cfg, work):
     """`logic x = 0` on the testbench's own nets is honest; on `q`, the net the DUT's output register
     drives, it would start that register (measured: toggle 2/8 -> 3/8), so it stays refused."""
-    own = run(task, counter_tb(BODY, extra="  logic [1:0] x = 2'd1;").replace("en = 0;", "en = 1'b0;"), cfg)
+    own = run(counter_task, counter_tb(BODY, extra="  logic [1:0] x = 2'd1;").replace("en = 0;", "en = 1'b0;"), cfg)
     assert own.status == "ok", (own.status, own.reason)
-    driven = run(task, counter_tb(BODY).replace("logic [3:0] q;", "logic [3:0] q = 4'd9;"), cfg)
+    driven = run(counter_task, counter_tb(BODY).replace("logic [3:0] q;", "logic [3:0] q = 4'd9;"), cfg)
     assert driven.status == "rejected" and "an initial value too" in driven.reason, driven.reason

@@ -16,7 +16,7 @@ import pytest
 from chorus.sim import SimConfig, simulate
 from chorus.sim.json_tree import loads
 from chorus.core.task import Task
-from helpers import COUNTER, counter_tb
+from helpers import counter_tb
 
 DEEP_TB = """module tb;
   logic [15:0] sel; logic [15:0] y;
@@ -35,12 +35,6 @@ def deep_task(n: int) -> Task:
            f"    if (sel == 16'd0) y = 16'd1;\n{arms}    else y = 16'd0;\n  end\nendmodule\n")
     return Task(id=f"deep{n}", spec="deep", rtl={"rtl/deep.sv": rtl}, top="deep", instance="uut",
                 targets={"overall": 1.0})
-
-
-@pytest.fixture
-def task() -> Task:
-    return Task(id="cnt", spec="counter", rtl={"rtl/cnt.sv": COUNTER}, top="cnt", instance="uut",
-                targets={"overall": 90.0})
 
 
 @pytest.fixture
@@ -106,23 +100,23 @@ def test_rtl_deeper_than_pyslang_parses_is_the_tasks_error_not_the_samples(cfg):
     assert "task deep2000" in r.reason and "\n" not in r.reason
 
 
-def test_macro_expansion_is_bounded_by_the_check_budget(task, cfg):
+def test_macro_expansion_is_bounded_by_the_check_budget(counter_task, cfg):
     cpu = own_cpu_s()
-    r = simulate(task, macro_tb(60), dataclasses.replace(cfg, check_timeout_s=1.0))
+    r = simulate(counter_task, macro_tb(60), dataclasses.replace(cfg, check_timeout_s=1.0))
     assert r.status == "rejected", r.reason
     assert "simulator.check_timeout_s=1 s" in r.reason and "\n" not in r.reason
     assert own_cpu_s() - cpu < 3
 
 
-def test_macro_expansion_is_bounded_by_the_memory_budget(task, cfg):
-    r = simulate(task, macro_tb(60), dataclasses.replace(cfg, check_mem_mb=16))
+def test_macro_expansion_is_bounded_by_the_memory_budget(counter_task, cfg):
+    r = simulate(counter_task, macro_tb(60), dataclasses.replace(cfg, check_mem_mb=16))
     assert r.status == "rejected", r.reason
     assert "simulator.check_mem_mb=16" in r.reason and "\n" not in r.reason
 
 
-def test_nested_generate_loops_are_bounded_by_the_check_budget(task, cfg):
+def test_nested_generate_loops_are_bounded_by_the_check_budget(counter_task, cfg):
     cpu = own_cpu_s()
-    r = simulate(task, GENERATE_TB, dataclasses.replace(cfg, check_timeout_s=3.0))
+    r = simulate(counter_task, GENERATE_TB, dataclasses.replace(cfg, check_timeout_s=3.0))
     assert r.status == "rejected", r.reason
     assert "simulator.check_timeout_s=3 s" in r.reason and "\n" not in r.reason
     # (its wall clock still includes the build's own Verilator run beside the check: build_timeout_s)

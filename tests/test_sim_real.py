@@ -101,7 +101,7 @@ def test_testbench_cannot_alter_the_coverage_it_is_scored_on(counter_task, sim_c
     forge = """  integer fd;
   initial begin
     fd = $fopen("coverage.dat", "w");
-    $fdisplay(fd, "C '\\001f\\002cnt.sv\\001l\\0024\\001t\\002line\\001h\\002TOP.tb.uut' 99");
+    $fdisplay(fd, "C '\\001f\\002rtl/cnt.sv\\001l\\0024\\001t\\002line\\001h\\002TOP.tb.uut' 99");
     fd = $fopen("status.json", "w");
     $fdisplay(fd, "{\\"end\\": \\"finish\\"}");
   end"""
