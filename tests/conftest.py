@@ -28,6 +28,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    default_signal_dispositions()
     probe = config.getoption("--numerics-probe")
     if probe:  # here and, through PYTHONPATH's sitecustomize, in every subprocess the tests start
         os.environ["CHORUS_NUMERICS_PROBE"] = probe
@@ -36,6 +37,21 @@ def pytest_configure(config):
         probe_module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(probe_module)
         probe_module.apply(probe)
+
+
+def default_signal_dispositions() -> None:
+    """SIGINT, SIGQUIT and SIGTERM as an interactive session has them. A suite started in the background
+    by a non-interactive shell (`nohup python -m pytest &`, a script, CI) runs with SIGINT and SIGQUIT
+    ignored, and every process it starts inherits that: a test's own subprocess and the ones chorus
+    starts under test (pipeline steps, submitit's jobs) alike, so a test that stops one with SIGINT
+    would wait out its work instead. Set here, in the pytest process before any test runs, it reaches
+    all of them (a disposition a test sets itself, to stand for a background runner, is its own)."""
+    import signal
+
+    for sig, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL),
+                         (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, handler)
 
 
 def pytest_collection_modifyitems(config, items):
