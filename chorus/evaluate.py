@@ -8,17 +8,16 @@ also leaves a W&B copy in OUT/wandb/.
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import hydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from .config.schema import CONF_DIR, register_configs
 from .config.job_settings import check_settings
 from .core.task import TaskFormatError
+from .entry import entry_point
 from .policy.static import STATIC_POLICIES
 from .scoring import score_completions
 from .sim.config import sim_config
@@ -26,11 +25,10 @@ from .sim.executor import make_executor
 from .stimulus.formats import get_format
 from .tasks import load_tasks
 from .tracking.progress import Progress
-from .tracking.record import model_name, run_metadata, write_error
+from .tracking.record import model_name, run_metadata
 from .tracking.run_dir import write_run
 from .tracking.summary import summarize
 from .tracking.timing import add_seconds, rounded
-from .tracking.quiet import quiet_third_party
 from .tracking.wandb_mirror import open_mirror
 
 register_configs()
@@ -139,19 +137,14 @@ def run_model_policy(tasks, cfg: dict, policy: dict, fmt: str, fmt_options: dict
 
 @hydra.main(config_path=str(CONF_DIR), config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    quiet_third_party()
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
-    c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    try:
-        check_settings("evaluate", f"policy={c['policy']['name']}", c, cfg, list(HydraConfig.get().overrides.task))
+    c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # outside: a bad interpolation is Hydra's to say
+    with entry_point("chorus.evaluate") as entry:
+        out_dir = entry.out_dir
+        check_settings("evaluate", f"policy={c['policy']['name']}", c, cfg, entry.overrides)
         inputs = prepare(c)
         with open_mirror(c["logger"], c, out_dir, name=f"evaluate/{out_dir.name}", job_type="evaluate") as mirror:
             summary = run(c, inputs, out_dir)
             mirror.log_result(out_dir)
-    except (TaskFormatError, ValueError, OSError) as exc:  # ModelLoadError and PromptTooLong are ValueErrors
-        print(f"chorus.evaluate: error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        write_error(out_dir, exc)
-        sys.exit(2)
     print(f"{summary['n_tasks']} tasks, pass rate {summary['pass_rate']:.3f}, "
           f"mean overall {summary['mean_overall']:.2f}%, statuses {summary['status_counts']} -> {out_dir}")
 

@@ -24,21 +24,19 @@ from pathlib import Path
 
 import hydra
 from hydra import compose
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from .config.schema import CONF_DIR, MERGE_SCHEMAS, TrainConf, register_configs
-from .config.job_context import JobContext, Preempted, process_rank
+from .config.job_context import JobContext, process_rank
 from .config.job_settings import check_settings
 from .config.run_identity import run_dir
-from .core.task import TaskFormatError
+from .entry import entry_point
 from .sim.config import sim_config
 from .sim.executor import make_executor
 from .stimulus.formats import get_format
 from .tracking.identity import check_reuse, has_results, write_record
 from .tracking.progress import Progress
-from .tracking.quiet import quiet_third_party
-from .tracking.record import checkpoint_model, copy_hydra_config, model_name, run_metadata, write_error
+from .tracking.record import checkpoint_model, copy_hydra_config, model_name, run_metadata
 from .tracking.wandb_mirror import open_mirror, wandb_group
 
 register_configs()
@@ -303,11 +301,9 @@ def memory_plan(job: str, c: dict, conf: TrainConf, policy: str | None = None) -
 
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    quiet_third_party()
-    overrides = list(HydraConfig.get().overrides.task)
     primary = process_rank() == 0  # under DDP every rank runs this job; one writes the run's records
-    try:
-        c, job = checked_job(cfg, overrides)
+    with entry_point("chorus.train") as entry:
+        c, job = checked_job(cfg, entry.overrides)
         c = resolve_pool(job, cfg, c)
         conf: TrainConf = OmegaConf.to_object(cfg)  # the library's typed view of the same settings
         check_lightning(conf)
@@ -337,22 +333,14 @@ def main(cfg: DictConfig) -> None:
                          dtype=job_dtype(job, conf), meta=metadata(c, job, started_from(job, inputs, conf)),
                          progress=Progress(out))
         if primary:
-            write_record(out, {**record, "overrides": overrides})
-            copy_hydra_config(HydraConfig.get().runtime.output_dir, out)
+            write_record(out, {**record, "overrides": entry.overrides})
+            copy_hydra_config(entry.out_dir, out)
         logger = c["logger"] if primary else {"name": "none"}  # logger=none: a mirror that logs nothing
         with open_mirror(logger, c, out, name=str(out.relative_to(c["runs_dir"])), job_type=job,
                          group=wandb_group(c["runs_dir"]), meta=ctx.meta) as mirror:
             with executor:
                 info = run(conf, inputs, ctx, mirror)
             mirror.log_result(out)
-    except (TaskFormatError, ValueError, OSError) as exc:
-        print(f"chorus.train: error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        write_error(HydraConfig.get().runtime.output_dir, exc)
-        sys.exit(2)
-    except Preempted as exc:  # a pre-emption is never a finished run: the pipeline re-runs (resumes) it
-        print(f"chorus.train: error: {exc}", file=sys.stderr)
-        write_error(HydraConfig.get().runtime.output_dir, exc)
-        sys.exit(exc.exit_code)
     if primary:
         print(json.dumps(info))
 
