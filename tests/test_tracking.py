@@ -11,7 +11,7 @@ from run_fixtures import PASSES, rows_for, write_fixture_runs
 from chorus.tracking.record import machine_kind, run_metadata
 from chorus.tracking.run_dir import write_run
 from chorus.tracking.runs import NoRunsError, find_run_dirs, load_runs, load_wandb_runs, wandb_filters
-from chorus.tracking.wandb_mirror import per_task_frame, resolve_mode
+from chorus.tracking.wandb_mirror import per_task_frame, resolve_mode, summary_entries
 
 
 def test_offline_wandb_run_next_to_the_per_task_files(tmp_path, cache_root):
@@ -43,6 +43,18 @@ def test_every_summary_names_the_machine_kind_and_nothing_that_varies_between_ru
     assert socket.gethostname() not in kind.split(", ")  # no hostname: two machines of a kind read the same
     assert machine_kind() is kind  # read once per process
     assert run_metadata("rl", "tiny-s", 0)["machine"] == kind
+
+
+def test_a_summary_becomes_wandb_summary_keys_flattened_as_run_settings_are():
+    """summary.json as W&B summary keys: metadata as it is, timing under timing/, the rest under eval/, nested
+    json joined by "/" (tracking.identity.flatten, the flattener of run settings): lists of dicts by index."""
+    summary = {"job": "rl", "seed": 0, "timing": {"generation_s": 3.0, "sim": {"wait_s": 1.5}}, "pass_rate": 0.5,
+               "status_counts": {"ok": 3, "compile_error": 1}, "stages": [{"n": 1}, {"n": 2}], "tags": ["a"],
+               "empty": {}}
+    assert summary_entries(summary) == {
+        "job": "rl", "seed": 0, "timing/generation_s": 3.0, "timing/sim/wait_s": 1.5, "eval/pass_rate": 0.5,
+        "eval/status_counts/ok": 3, "eval/status_counts/compile_error": 1, "eval/stages/0/n": 1, "eval/stages/1/n": 2,
+        "eval/tags": ["a"]}
 
 
 def test_logger_none_leaves_no_wandb_dir(tmp_path, cache_root):

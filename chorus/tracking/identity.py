@@ -12,19 +12,20 @@ from pathlib import Path
 RUN_RECORD = "run.json"
 
 
-def flatten(value, prefix: str = "") -> dict:
-    """{dotted key: leaf}; lists of dicts (teacher_pool.teachers) are flattened by index."""
+def flatten(value, prefix: str = "", sep: str = ".") -> dict:
+    """Nested json as {key: leaf}, keys joined by `sep` (dotted: a config's settings; "/": W&B's summary
+    keys, wandb_mirror) after `prefix` (empty, or ending in `sep`). Lists of dicts (teacher_pool.teachers)
+    are flattened by index; any other list is a leaf, and an empty dict leaves nothing."""
     if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-        return out
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        out = {}
-        for i, v in enumerate(value):
-            out.update(flatten(v, f"{prefix}{i}."))
-        return out
-    return {prefix[:-1]: value}
+        items = value.items()
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        items = enumerate(value)
+    else:
+        return {prefix[:-len(sep)] if prefix else prefix: value}
+    out = {}
+    for k, v in items:
+        out.update(flatten(v, f"{prefix}{k}{sep}", sep))
+    return out
 
 
 def differences(planned: dict, recorded: dict) -> list[str]:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
+from .identity import flatten
 from .record import META_KEYS
 from .run_dir import SUMMARY, read_table
 
@@ -74,20 +75,9 @@ def per_task_frame(run_dir: Path):
 def summary_entries(summary: dict) -> dict:
     """summary.json as W&B summary keys: metadata as is, timing under timing/, the rest under eval/."""
     meta = {k: v for k, v in summary.items() if k in META_KEYS}
-    timing = flatten(summary.get("timing") or {}, "timing/")
+    timing = flatten(summary.get("timing") or {}, "timing/", sep="/")
     rest = {k: v for k, v in summary.items() if k not in META_KEYS and k != "timing"}
-    return {**meta, **timing, **flatten(rest, "eval/")}
-
-
-def flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "/"))
-        else:
-            out[key] = v
-    return out
+    return {**meta, **timing, **flatten(rest, "eval/", sep="/")}
 
 
 def _is_scalar(v) -> bool:
