@@ -94,14 +94,12 @@ def rl_inputs(c: dict, conf: TrainConf) -> dict:
 
 
 def rl(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
-    from .rl.algos import get_algo
+    from .rl.algos import from_conf
     from .rl.run import train_rl
-    from .rl.selection import run_steps
+    from .rl.task_sampler import rollout_steps
 
-    settings = dataclasses.asdict(conf.rl_algo)
-    algo = get_algo(settings.pop("name"), **settings)
-    return train_rl(inputs["init"], algo, inputs["tasks"], inputs["eval_tasks"],
-                    reporting(ctx, mirror, "rl step", run_steps(conf.rl, len(inputs["tasks"]))), rl=conf.rl,
+    return train_rl(inputs["init"], from_conf(conf.rl_algo), inputs["tasks"], inputs["eval_tasks"],
+                    reporting(ctx, mirror, "rl step", rollout_steps(conf.rl, len(inputs["tasks"]))), rl=conf.rl,
                     trainer=conf.trainer, ckpt_path=conf.ckpt_path, select_tasks=inputs["select_tasks"])
 
 
@@ -129,14 +127,14 @@ def consolidation_inputs(c: dict, conf: TrainConf) -> dict:
 def consolidate(conf: TrainConf, inputs: dict, ctx: JobContext, mirror) -> dict:
     from .merge.run import merge_and_evaluate
     from .opd.run import resolve_student, train_opd
-    from .rl.selection import run_steps
+    from .rl.task_sampler import rollout_steps
 
     cons, pool = conf.consolidation, conf.teacher_pool
     if cons.name in MERGE_SCHEMAS:
         return merge_and_evaluate(cons, pool, inputs["eval_tasks"], conf.rl, ctx, trainer=conf.trainer)
     student = resolve_student(cons.student, inputs["teachers"], conf.runs_dir, ctx.out, cons.weights)
     return train_opd(student, pool, inputs["tasks"], inputs["eval_tasks"],
-                     reporting(ctx, mirror, "opd step", run_steps(conf.rl, len(inputs["tasks"]))), opd=cons,
+                     reporting(ctx, mirror, "opd step", rollout_steps(conf.rl, len(inputs["tasks"]))), opd=cons,
                      rl=conf.rl, trainer=conf.trainer, ckpt_path=conf.ckpt_path, select_tasks=inputs["select_tasks"])
 
 

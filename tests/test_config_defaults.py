@@ -173,11 +173,11 @@ def test_every_group_directory_is_composed():
 def test_get_algo_is_what_the_rl_algo_option_composes_to(hydra_conf, name):
     """The library reads an algorithm's settings from the same place as Hydra (schema + YAML): the
     algorithm a test builds with get_algo(name) is the one `rl_algo=<name>` trains with."""
-    from chorus.rl.algos import ESTIMATORS, RLAlgo, get_algo
+    from chorus.rl.algos import ESTIMATORS, from_conf, get_algo
 
-    composed = OmegaConf.to_container(compose(config_name="train", overrides=[f"rl_algo={name}"]).rl_algo)
-    advantage, aggregation = ESTIMATORS[name]
-    assert get_algo(name) == RLAlgo(advantage=advantage, aggregation=aggregation, **composed)
+    composed = OmegaConf.to_object(compose(config_name="train", overrides=[f"rl_algo={name}"])).rl_algo
+    assert get_algo(name) == from_conf(composed)  # chorus.train builds it from the composed group
+    assert (get_algo(name).advantage, get_algo(name).aggregation) == ESTIMATORS[name]
     assert get_algo(name, kl_coef=0.05).kl_coef == 0.05
     with pytest.raises(ConfigKeyError, match="eps_hihg"):  # a misspelt setting fails as on the command line
         get_algo(name, eps_hihg=0.3)

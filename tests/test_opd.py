@@ -1,7 +1,6 @@
 """Reward-gated multi-teacher OPD: routing and losses on hand values, teacher rewards, tiny runs."""
 import dataclasses
 import json
-import math
 import shutil
 
 import pytest

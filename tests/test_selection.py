@@ -8,17 +8,18 @@ from safetensors.torch import load_file
 from chorus.config.schema import RLConf
 from chorus.rl.algos import get_algo
 from chorus.rl.run import train_rl
-from chorus.rl.selection import Selection, run_steps, select_steps
+from chorus.rl.selection import Selection, select_steps
+from chorus.rl.task_sampler import rollout_steps
 from helpers import context, lines, rl_settings, weights
 
 
 def test_passes_count_rollouts_over_the_training_tasks():
-    assert run_steps(RLConf(steps=7), 240) == 7  # no passes: rl.steps
-    assert run_steps(RLConf(passes=1.0, prompts_per_step=8), 240) == 30
-    assert run_steps(RLConf(passes=1.0, prompts_per_step=16), 177) == 12  # 11.06 rounded up: every task drawn
-    assert run_steps(RLConf(passes=0.01, prompts_per_step=16), 10) == 1
+    assert rollout_steps(RLConf(steps=7), 240) == 7  # no passes: rl.steps
+    assert rollout_steps(RLConf(passes=1.0, prompts_per_step=8), 240) == 30
+    assert rollout_steps(RLConf(passes=1.0, prompts_per_step=16), 177) == 12  # 11.06 rounded up: every task drawn
+    assert rollout_steps(RLConf(passes=0.01, prompts_per_step=16), 10) == 1
     with pytest.raises(ValueError, match="rl.passes=0"):
-        run_steps(RLConf(passes=0), 10)
+        rollout_steps(RLConf(passes=0), 10)
 
 
 def test_validation_points_are_the_init_every_k_steps_and_the_last():

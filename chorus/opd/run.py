@@ -89,7 +89,8 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                          dapo=get_algo("dapo") if opd.unrouted == "rl" else None, micro_batch=rl.micro_batch,
                          logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student),
-                                         "student_choice": opd.student, "routing": str(opd.routing), "gate": "pass_rate",
+                                         "student_choice": opd.student, "routing": str(opd.routing),
+                                         "gate": "pass_rate",
                                          "teacher_sources": {t.name: str(t.source) for t in teachers},
                                          "table_fallback": rewards.fallback,
                                          **({"gate_reference": opd.gate_reference,

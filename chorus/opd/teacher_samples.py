@@ -4,8 +4,8 @@ OPD's on-policy terms score only the tokens the student drew. Where a teacher so
 answer the student never samples (another opening, another strategy), those terms cannot show it
 (docs/results.md, study v2: shift/LFSR). Here each routed teacher draws K samples of its own on the
 tasks routed to it, at the student's sampling settings, scored by the simulator like the student's;
-those that beat the student's pass rate (a passing answer where the student's is below 1) join the step, trained by their NLL under the student
-(losses.sequence_kd): GKD's mix of on-policy and teacher-generated sequences."""
+those that beat the student's pass rate (a passing answer where the student's is below 1) join the
+step, trained by their NLL under the student (losses.sequence_kd): GKD's mix of on-policy and teacher-generated sequences."""
 from __future__ import annotations
 
 import dataclasses

@@ -13,20 +13,13 @@ from ..config.schema import CONF_DIR, RLAlgoConf
 from .advantages import ADVANTAGES
 
 
-@dataclass(frozen=True)
-class RLAlgo:
-    """An algorithm as the trainer uses it: RLAlgoConf's fields (the settings, no defaults here:
-    build it with get_algo) plus the two that are not settings."""
-    name: str
-    advantage: str  # key of ADVANTAGES
-    aggregation: str  # token_mean | seq_mean | seq_sum_const (see losses.aggregate)
-    eps_low: float
-    eps_high: float
-    kl_coef: float  # > 0 needs a reference model (k3 estimator)
-    dynamic_sampling: bool
-    std_threshold: float
-    max_refills: int
-    overlong_buffer: int
+@dataclass
+class RLAlgo(RLAlgoConf):
+    """An algorithm as the trainer uses it: its settings (RLAlgoConf, as composed) plus the two that
+    are not settings, from ESTIMATORS. Build it with from_conf (chorus.train: the composed rl_algo) or
+    get_algo (a library caller: the option's YAML over the schema)."""
+    advantage: str = ""  # key of ADVANTAGES
+    aggregation: str = ""  # token_mean | seq_mean | seq_sum_const (see losses.aggregate)
 
     def __post_init__(self):
         if self.advantage not in ADVANTAGES:
@@ -52,11 +45,19 @@ def algo_settings(name: str, **overrides) -> dict:
     return OmegaConf.to_container(OmegaConf.merge(RLAlgoConf, option, overrides), enum_to_str=True)
 
 
+def from_conf(conf: RLAlgoConf) -> RLAlgo:
+    """The algorithm the composed `rl_algo` group describes (its settings as they are, no reload)."""
+    if conf.name not in ESTIMATORS:
+        raise ValueError(f"unknown rl_algo {conf.name!r}; choose one of {sorted(ESTIMATORS)}")
+    advantage, aggregation = ESTIMATORS[conf.name]
+    return RLAlgo(**dataclasses.asdict(conf), advantage=advantage, aggregation=aggregation)
+
+
 def get_algo(name: str, **overrides) -> RLAlgo:
+    """`rl_algo=<name>` (and `overrides`) for a caller without Hydra: tests, OPD's unrouted=rl."""
     if name not in ESTIMATORS:
         raise ValueError(f"unknown rl_algo {name!r}; choose one of {sorted(ESTIMATORS)}")
-    advantage, aggregation = ESTIMATORS[name]
-    return RLAlgo(advantage=advantage, aggregation=aggregation, **algo_settings(name, **overrides))
+    return from_conf(RLAlgoConf(**algo_settings(name, **overrides)))
 
 
 # consolidation=opd is not an rl_algo choice (it reads none of rl_algo's settings). The teachers give

@@ -24,17 +24,17 @@ from ..config.schema import RLConf, TrainerConf
 from ..fsdp import unsharded
 from ..heldout import evaluate_policy
 from ..policy.engines import SamplingParams, make_engine
-from ..policy.inference_copy import InferenceCopy, use_inference_copy
-from ..policy.models import check_dtype, export_merged, load_model, merged_lora_weights, torch_dtype
-from ..tracking.timing import add_seconds
+from ..policy.inference_copy import use_inference_copy
+from ..policy.models import check_dtype, export_merged, load_model, merged_lora_weights
 from ..trainer_setup import build_trainer, eval_device, fused_optimizer, lightning_errors, use_gradient_checkpointing
 from .algos import RLAlgo
 from .checkpoints import WeightSnapshots, resume_checkpoint, resume_step
-from .module import Hooks, RLModule
+from .module import RLModule
 from .preemption import StopOnSignal
 from .rollouts import RolloutSpec, collect
-from .selection import Selection, run_steps, select_steps
-from .task_sampler import TaskSampler
+from .selection import Selection, select_steps
+from .loop import RunLoop, hf_engine, load_policy
+from .task_sampler import TaskSampler, rollout_steps
 
 log = logging.getLogger("chorus.rl")
 
@@ -81,12 +81,6 @@ def full_tensors(model):
             if isinstance(tensor, DTensor):
                 tensor = tensor.to(tensor.device_mesh.device_type).full_tensor()
             yield name, tensor
-
-
-@dataclass
-class Engines:
-    """The run's generation engine, which a vLLM run only has from train start on."""
-    engine: object = None
 
 
 def vllm_options(rl: RLConf, fit: L.Trainer) -> dict:
@@ -159,157 +153,96 @@ def train_rl(init: str, algo: RLAlgo, tasks, eval_tasks, ctx: JobContext, *, rl:
     rl.passes over `tasks`); resumes from <run dir>/ckpt/last.ckpt if rl.resume, else from the Lightning
     checkpoint `ckpt_path` when given (its step, optimizer and data position). With rl.select_every, the
     weights exported and evaluated are those with the best Pass@1 on `select_tasks` (validation; rl/selection.py).
-    ctx.on_step also hears each step's scalars."""
+    ctx.on_step also hears each step's scalars. The steps: check, load the policy, build the loop's
+    hooks (rl/loop.py), fit, then export and evaluate what the run chose."""
     trainer = trainer or TrainerConf()
+    rl = planned_run(algo, rl, trainer, tasks, select_tasks)
+    use_copy = inference_copy(rl, trainer, ctx.dtype)  # a bad rl.inference_copy fails before any model loads
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    L.seed_everything(ctx.seed, workers=True, verbose=False)
+    policy = load_policy(init, algo, rl, ctx.dtype, use_copy)
+    spec = RolloutSpec(algo, ctx.fmt, rl.group_size, SamplingParams(max_new_tokens=rl.max_new_tokens,
+                                                                    temperature=rl.temperature, seed=ctx.seed),
+                       ctx.sim, rl.reward, rl.max_prompt_tokens, rl.prompts_per_generate)
+    selection = Selection(ctx.out, select_steps(rl, rl.steps)) if rl.select_every else None
+    with contextlib.nullcontext(ctx.executor) as pool:  # the caller's: it outlives this run
+        fit = _lightning(rl, trainer, ctx.out, ctx.out / "ckpt")
+        # vLLM is built at train start (RunLoop.start_vllm), once the process group exists; HF's engine now
+        loop = RunLoop(init, rl, ctx, policy, TaskSampler(tasks, ctx.seed), spec, fit, pool, objective.collect,
+                       objective.log_batch, eval_tasks, select_tasks, selection,
+                       engine=hf_engine(policy, rl) if rl.engine == "hf" else None,
+                       make_vllm=lambda lp: make_engine("vllm", policy.model, policy.tokenizer, path=init,
+                                                        dtype=ctx.dtype, seed=ctx.seed + fit.global_rank,
+                                                        gpu_memory=rl.vllm_memory, **vllm_options(rl, fit)),
+                       weight_sync=weight_sync)
+        use_gradient_checkpointing(policy.model, trainer)
+        module = objective.module(policy.model, algo, rl, loop.hooks(), model_identity(init, policy.lora),
+                                  ref_model=policy.ref, logit_chunk=trainer.logit_chunk,
+                                  pack_sequences=trainer.pack_sequences, fused=fused_optimizer(trainer))
+        resume = fit_module(fit, module, rl, ckpt_path, selection)
+        # trainer=fsdp: every rank sends its shards to rank 0's plain copy of the policy (else: the policy)
+        trained = unsharded(module.model, lambda: load_model("hf", path=init, dtype="float32", lora=policy.lora)[0])
+        if not fit.is_global_zero:
+            return {}
+        return export_and_evaluate(trained, loop, trainer, resume)
+
+
+def planned_run(algo: RLAlgo, rl: RLConf, trainer: TrainerConf, tasks, select_tasks) -> RLConf:
+    """`rl` with its length decided (task_sampler.rollout_steps), after every refusal that needs no model."""
     check_run(algo, rl, trainer)
     if rl.micro_batch is None and not rl.micro_tokens:
         raise ValueError("rl.micro_batch=null (auto) is sized by chorus.train from the memory plan "
                          "(memory_plan.plan_training); give a number when calling train_rl or train_opd directly")
-    rl = dataclasses.replace(rl, steps=run_steps(rl, len(tasks)))
     if rl.select_every and not select_tasks:
         raise ValueError("rl.select_every chooses the checkpoint on validation tasks, and this run has none; "
                          "set rl.select_every=0 or give it validation tasks")
-    selection = Selection(ctx.out, select_steps(rl, rl.steps)) if rl.select_every else None
-    use_copy = inference_copy(rl, trainer, ctx.dtype)  # a bad rl.inference_copy fails before any model loads
-    out = ctx.out
-    out.mkdir(parents=True, exist_ok=True)
-    lora = dataclasses.asdict(rl.lora) if rl.lora.r > 0 else None
-    seed, dtype = ctx.seed, ctx.dtype
-    L.seed_everything(seed, workers=True, verbose=False)
-    # The trained policy keeps fp32 master weights whatever model.dtype says: AdamW on bf16
-    # parameters rounds most small updates away (at lr 1e-6 only ~1 % of the weights moved). The
-    # trainer's precision (bf16-mixed on GPUs) autocasts the compute; ctx.dtype is for what is not
-    # trained: the reference model, a vLLM engine, teachers, evaluation copies and LoRA's frozen
-    # base (its adapter stays fp32: peft casts adapters to fp32 over a bf16 base).
-    model, tok = load_model("hf", path=init, dtype=dtype if lora else "float32", lora=lora)
-    ref = None
-    if algo.needs_reference and not lora:
-        ref, _ = load_model("hf", path=init, dtype=dtype)
-        ref.requires_grad_(False)
-    # rl.inference_copy: the hf engine samples from a model.dtype copy of the policy, refreshed after
-    # each update (hooks.sync_weights) and placed beside the policy at train start (hooks.start)
-    inference = InferenceCopy(model, torch_dtype(dtype)) if use_copy else None
-    if inference:
-        log.info("inference copy in %s: %.2f GiB", dtype, inference.nbytes() / 2**30)
-    # vLLM is built at train start (Engines.start), once the process group exists; HF's engine now
-    engines = Engines(make_engine("hf", inference.model if inference else model, tok, generation=rl.generation)
-                      if rl.engine == "hf" else None)
-    params = SamplingParams(max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, seed=seed)
-    spec = RolloutSpec(algo, ctx.fmt, rl.group_size, params, ctx.sim, rl.reward, rl.max_prompt_tokens,
-                       rl.prompts_per_generate)
-    sampler = TaskSampler(tasks, seed)
-    steps_log, rollouts_log = out / "steps.jsonl", out / "rollouts.jsonl"
+    return dataclasses.replace(rl, steps=rollout_steps(rl, len(tasks)))
 
-    with contextlib.nullcontext(ctx.executor) as pool:  # the caller's: it outlives this run
-        ckpt_dir = out / "ckpt"
-        fit = _lightning(rl, trainer, out, ckpt_dir)
 
-        # The closures below read the ranks from `fit` when called, not now: under a spawning
-        # strategy a process learns its rank only once fit starts.
-        def draw(k: int) -> list:
-            return sampler.draw_share(k, fit.world_size, fit.global_rank)
+def fit_module(fit: L.Trainer, module, rl: RLConf, ckpt_path: str | None, selection: Selection | None) -> str | None:
+    """Lightning's loop over `module`, resumed from the run's last.ckpt (rl.resume) or `ckpt_path`, with
+    the logs and the validation curve trimmed to the step it resumes from; returns that checkpoint."""
+    out = Path(fit.default_root_dir)
+    last = out / "ckpt" / "last.ckpt"
+    resume = str(last) if rl.resume and last.exists() else ckpt_path
+    _trim_logs((out / "steps.jsonl", out / "rollouts.jsonl", out / "decisions.jsonl"),
+               resume_step(resume) if resume else 0)
+    if selection:
+        selection.trim(resume_step(resume) if resume else 0)
+    module.model.train()
+    with warnings.catch_warnings():  # the post-update state is exactly what a resume needs
+        warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+        with lightning_errors():
+            fit.fit(module, torch.utils.data.DataLoader(_Ticks(), batch_size=None), ckpt_path=resume)
+    if fit.interrupted:
+        raise KeyboardInterrupt
+    return resume
 
-        def rollout(step: int):
-            # a vLLM engine sleeps once the samples are drawn: its memory goes to what follows (OPD's
-            # teachers, the update); the weight sync after the update wakes it
-            sleep = engines.engine.sleep if rl.engine == "vllm" and rl.vllm_sleep else (lambda: None)
-            with warnings.catch_warnings():
-                warnings.simplefilter("always")
-                return objective.collect(draw, engines.engine, tok, pool, spec, rl.prompts_per_step,
-                                         seed=seed * 1_000_003 + step * 101 + fit.global_rank, after_generation=sleep)
 
-        def start(policy) -> None:  # at train start: after the process group, after a resume's restore
-            if engines.engine is None:
-                engines.engine = make_engine("vllm", model, tok, path=init, dtype=dtype, seed=seed + fit.global_rank,
-                                             gpu_memory=rl.vllm_memory, **vllm_options(rl, fit))
-            weight_sync(engines.engine)(policy)  # the weights it trains from: the init's or the restored ones
-
-        def validate(step: int, policy) -> None:  # rl.select_every: one point of the validation curve
-            was_training = policy.training
-            policy.eval()
-            summary = evaluate_policy(engines.engine, tok, select_tasks,
-                                      dataclasses.replace(rl, eval_samples=rl.select_samples), ctx,
-                                      out_dir=selection.dir / f"step_{step}", phase=f"validation at step {step}")
-            selection.record(step, summary, policy)
-            policy.train(was_training)
-
-        def start_and_validate(policy) -> None:  # the init's validation point, once the sampler is ready
-            if sampler_start:
-                sampler_start(policy)
-            if fit.global_step == 0 and not any(r["step"] == 0 for r in selection.curve()):
-                validate(0, policy)
-
-        def after_step(step: int, batch, stats: dict) -> None:
-            log.info("step %d/%d reward %.3f±%.3f compile %.2f pass %.2f distinct %.2f trained %d "
-                     "gen %.1fs sim %.1fs update %.1fs", step, rl.steps, stats["reward_mean"], stats["reward_std"],
-                     stats["compile_rate"], stats["pass_rate"], stats["distinct_ratio"], stats["samples_trained"],
-                     stats["generation_s"], stats["simulation_s"], stats["update_s"])
-            for kind, key in (("generation_s", "generation_s"), ("simulation_wait_s", "simulation_s"),
-                              ("training_s", "update_s")):
-                add_seconds(ctx.timing, kind, stats[key])
-            with open(steps_log, "a") as f:
-                f.write(json.dumps({"step": step, **stats}) + "\n")
-            with open(rollouts_log, "a") as f:
-                for r in batch.rows:
-                    f.write(json.dumps({"step": step, **r}) + "\n")
-            if objective.log_batch:
-                objective.log_batch(out, step, batch)
-            if ctx.on_step:
-                ctx.on_step(step, stats)
-            if selection and step in selection.steps:
-                validate(step, model)
-            if rl.eval_every and step % rl.eval_every == 0 and step < rl.steps:
-                model.eval()
-                evaluate_policy(engines.engine, tok, eval_tasks, rl, ctx, out_dir=out / "eval" / f"step_{step}",
-                                phase=f"held-out evaluation at step {step}")
-                model.train()
-
-        vllm = rl.engine == "vllm"
-        sampler_start = start if vllm else (inference.place if inference else None)
-        hooks = Hooks(rollout, state=sampler.state_dict, restore=sampler.load_state_dict, on_step=after_step,
-                      sync_weights=(lambda m: weight_sync(engines.engine)(m)) if vllm else
-                      (inference.refresh if inference else None),
-                      start=start_and_validate if selection else sampler_start)
-        use_gradient_checkpointing(model, trainer)
-        module = objective.module(model, algo, rl, hooks, model_identity(init, lora), ref_model=ref,
-                                  logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences,
-                                  fused=fused_optimizer(trainer))
-        last = ckpt_dir / "last.ckpt"
-        resume = str(last) if rl.resume and last.exists() else ckpt_path
-        _trim_logs((steps_log, rollouts_log, out / "decisions.jsonl"), resume_step(resume) if resume else 0)
-        if selection:
-            selection.trim(resume_step(resume) if resume else 0)
-        model.train()
-        with warnings.catch_warnings():  # the post-update state is exactly what a resume needs
-            warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
-            with lightning_errors():
-                fit.fit(module, torch.utils.data.DataLoader(_Ticks(), batch_size=None), ckpt_path=resume)
-        if fit.interrupted:
-            raise KeyboardInterrupt
-        # trainer=fsdp: every rank sends its shards to rank 0's plain copy of the policy (else: the policy)
-        policy = unsharded(module.model, lambda: load_model("hf", path=init, dtype="float32", lora=lora)[0])
-        if not fit.is_global_zero:
-            return {}
-        policy.eval()
-        if selection:  # the validation's choice, exported and evaluated in place of the last step's weights
-            best = selection.restore(policy)
-            ctx = dataclasses.replace(ctx, meta={**ctx.meta, "selected_step": best["step"],
-                                                 "selected_validation_pass": best["pass_rate"],
-                                                 "selection": selection.curve()})
-        # full precision by default: merges work on task vectors that bf16 rounding would erase
-        export = export_merged(policy, tok, out / "hf", dtype=rl.export_dtype)
-        record = {**ctx.meta, "init": init, "checkpoint": str(export), "steps": fit.global_step,
-                  "resumed_from": resume, "data_position": sampler.state_dict()}
-        # Lightning's teardown put the module back on the CPU: evaluate where it trained. An inference
-        # copy stays there (not a submodule) and is refreshed from the final policy, which need not move
-        if inference:
-            inference.place(policy, eval_device(trainer))
-        elif rl.engine == "hf":
-            policy.to(eval_device(trainer))
-        with fit.precision_plugin.forward_context():  # the policy (or its copy) generates as in training
-            summary = evaluate_policy(make_engine("hf", policy, tok, generation=rl.generation)
-                                      if rl.engine == "hf" and not inference else engines.engine, tok,
-                                      eval_tasks, rl, ctx, meta=record)
+def export_and_evaluate(trained, loop: RunLoop, trainer: TrainerConf, resume: str | None) -> dict:
+    """Rank 0 after fit: the weights the run chose (rl.select_every's, else the last step's) exported to
+    <out>/hf and evaluated on the held-out tasks where they trained."""
+    rl, ctx, fit, policy = loop.rl, loop.ctx, loop.fit, loop.policy
+    trained.eval()
+    if loop.selection:  # the validation's choice, exported and evaluated in place of the last step's weights
+        best = loop.selection.restore(trained)
+        ctx = dataclasses.replace(ctx, meta={**ctx.meta, "selected_step": best["step"],
+                                             "selected_validation_pass": best["pass_rate"],
+                                             "selection": loop.selection.curve()})
+    # full precision by default: merges work on task vectors that bf16 rounding would erase
+    export = export_merged(trained, policy.tokenizer, ctx.out / "hf", dtype=rl.export_dtype)
+    record = {**ctx.meta, "init": loop.init, "checkpoint": str(export), "steps": fit.global_step,
+              "resumed_from": resume, "data_position": loop.sampler.state_dict()}
+    # Lightning's teardown put the module back on the CPU: evaluate where it trained. An inference
+    # copy stays there (not a submodule) and is refreshed from the final policy, which need not move
+    if policy.inference:
+        policy.inference.place(trained, eval_device(trainer))
+    elif rl.engine == "hf":
+        trained.to(eval_device(trainer))
+    with fit.precision_plugin.forward_context():  # the policy (or its copy) generates as in training
+        engine = make_engine("hf", trained, policy.tokenizer, generation=rl.generation) \
+            if rl.engine == "hf" and not policy.inference else loop.engine
+        summary = evaluate_policy(engine, policy.tokenizer, loop.eval_tasks, rl, ctx, meta=record)
     return {**record, "pass_rate": summary["pass_rate"], "mean_overall": summary["mean_overall"]}
 
 

@@ -8,23 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from ..config.schema import RLConf
-
-
-def run_steps(rl: RLConf, n_tasks: int) -> int:
-    """The run's length: rl.steps, or, with rl.passes, enough rollouts of rl.prompts_per_step tasks to
-    draw every training task that many times (rounded up)."""
-    if rl.passes is None:
-        return rl.steps
-    if rl.passes <= 0:
-        raise ValueError(f"rl.passes={rl.passes}: give the passes over the training tasks (> 0), or null for rl.steps")
-    return max(1, math.ceil(rl.passes * n_tasks / rl.prompts_per_step))
 
 
 def select_steps(rl: RLConf, steps: int) -> list[int]:

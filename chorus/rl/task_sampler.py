@@ -1,8 +1,23 @@
-"""Which tasks each rollout step uses. The sampler's position is the RL run's data position: a
-checkpoint stores it, so a resumed run draws exactly the tasks a straight run would have."""
+"""Which tasks each rollout step uses, and how many steps a run takes. The sampler's position is the
+RL run's data position: a checkpoint stores it, so a resumed run draws exactly the tasks a straight
+run would have."""
 from __future__ import annotations
 
+import math
 import random
+
+from ..config.schema import RLConf
+
+
+def rollout_steps(rl: RLConf, n_tasks: int) -> int:
+    """A run's length in rollout steps (the one place it is decided; RL and OPD alike): rl.steps, or,
+    with rl.passes, enough rollouts of rl.prompts_per_step tasks to draw every one of the `n_tasks`
+    training tasks that many times (rounded up)."""
+    if rl.passes is None:
+        return rl.steps
+    if rl.passes <= 0:
+        raise ValueError(f"rl.passes={rl.passes}: give the passes over the training tasks (> 0), or null for rl.steps")
+    return max(1, math.ceil(rl.passes * n_tasks / rl.prompts_per_step))
 
 
 class TaskSampler:
