@@ -108,6 +108,30 @@ def test_bootstrap_ci_brackets_the_mean_and_degenerates_cleanly():
     assert bootstrap_ci(values, lambda m: m.mean(), seed=3) == bootstrap_ci(values, lambda m: m.mean(), seed=3)
 
 
+def test_every_bootstrap_resamples_the_one_default_count_unless_told():
+    """chorus.analyze, the pipeline's report and every chorus.analysis function default to core.stats.N_BOOT,
+    so the study notebook's analyse() gives the verdict the CLI kept; only the power simulation's claim, run
+    per simulated data set, takes fewer (power.SIM_BOOT)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import chorus.analysis
+    from chorus.core.stats import N_BOOT
+    from chorus.analysis.power import SIM_BOOT
+    from chorus.config.schema import AnalyzeConf, PipelinePresetConf
+
+    assert AnalyzeConf().bootstrap == PipelinePresetConf().bootstrap == N_BOOT > SIM_BOOT
+    defaults = {}
+    for info in pkgutil.iter_modules(chorus.analysis.__path__):
+        module = importlib.import_module(f"chorus.analysis.{info.name}")
+        for name, f in inspect.getmembers(module, inspect.isfunction):
+            if f.__module__ == module.__name__ and "n_boot" in inspect.signature(f).parameters:
+                defaults[f"{info.name}.{name}"] = inspect.signature(f).parameters["n_boot"].default
+    assert "study_verdict.analyse" in defaults and "bootstrap.bootstrap_ci" in defaults
+    assert {k: v for k, v in defaults.items() if v != N_BOOT} == {"power.claim_rate": SIM_BOOT}
+
+
 def test_breakdown_by_difficulty(runs):
     b = breakdown(runs.table, "difficulty").set_index(["run", "difficulty"])
     assert b.loc[("dapo/stage1", "easy"), "pass_at_1"] == pytest.approx(2 / 3)  # 1, 0, 1

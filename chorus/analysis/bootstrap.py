@@ -6,8 +6,10 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.stats import N_BOOT
 
-def bootstrap_ci(values, stat: Callable[[np.ndarray], float], n_boot: int = 1000, alpha: float = 0.05,
+
+def bootstrap_ci(values, stat: Callable[[np.ndarray], float], n_boot: int = N_BOOT, alpha: float = 0.05,
                  seed: int = 0) -> tuple[float, float]:
     """(lo, hi) of stat over n_boot resamples of the rows (tasks) of `values` (tasks x columns).
     Resamples where stat is NaN are dropped; all-NaN or no tasks gives (nan, nan)."""
@@ -25,7 +27,7 @@ def bootstrap_ci(values, stat: Callable[[np.ndarray], float], n_boot: int = 1000
     return float(lo), float(hi)
 
 
-def bootstrap_mean_ci(values, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
+def bootstrap_mean_ci(values, n_boot: int = N_BOOT, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
     """bootstrap_ci of the mean of a 1-D array (e.g. per-task paired differences), vectorised: the
     same resamples and so the same interval, without a Python call per resample."""
     v = np.asarray(values, dtype=float)

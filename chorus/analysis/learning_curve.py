@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..core.stats import N_BOOT
 from ..tracking.run_dir import SUMMARY, read_table
 from .bootstrap import bootstrap_mean_ci
 
@@ -48,7 +49,7 @@ def per_task(run_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame(cols).dropna()
 
 
-def curve(run_dir: str | Path, n_boot: int = 1000, seed: int = 0) -> dict:
+def curve(run_dir: str | Path, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """Pass@1 (points) per step with its interval, the best step, and the chosen length."""
     m = 100 * per_task(run_dir)
     best = int(m.mean().idxmax())

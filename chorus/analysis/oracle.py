@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..core.stats import N_BOOT
 from . import crossfit
 from .bootstrap import bootstrap_ci, bootstrap_mean_ci
 from .complementarity import solved_sets
@@ -141,7 +142,7 @@ def identical_experts_null(table: pd.DataFrame, runs: list[str], k: int | None =
     return out
 
 
-def oracle_headroom(table: pd.DataFrame, runs: list[str], k: int | None = None, n_boot: int = 1000,
+def oracle_headroom(table: pd.DataFrame, runs: list[str], k: int | None = None, n_boot: int = N_BOOT,
                     alpha: float = 0.05, seed: int = 0, n_splits: int = N_SPLITS, n_null: int = N_NULL) -> dict:
     """The cross-fitted oracle of `runs`, its headroom over the best single run, and whether that
     headroom is claimed. Per metric m (pass_at_1, mean_coverage, pass_at_k):
@@ -181,7 +182,7 @@ def oracle_headroom(table: pd.DataFrame, runs: list[str], k: int | None = None, 
     return out
 
 
-def versus_best(consolidated: np.ndarray, oracle: dict, metric: str = "pass_at_1", n_boot: int = 1000,
+def versus_best(consolidated: np.ndarray, oracle: dict, metric: str = "pass_at_1", n_boot: int = N_BOOT,
                 alpha: float = 0.05, seed: int = 0) -> dict:
     """A consolidated model (its per-task values, in the order of oracle's tasks) against the best
     expert: delta = its mean minus the best expert's, delta_ci the paired bootstrap over tasks (the
@@ -215,7 +216,7 @@ def _headroom(oracle_per_task: np.ndarray, singles: np.ndarray, ci: dict) -> dic
 
 
 def headroom_claim(table: pd.DataFrame, runs: list[str], metric: str = "pass_at_1", k: int | None = None,
-                   n_boot: int = 1000, alpha: float = 0.05, n_splits: int = N_SPLITS, seed: int = 0) -> dict:
+                   n_boot: int = N_BOOT, alpha: float = 0.05, n_splits: int = N_SPLITS, seed: int = 0) -> dict:
     """The claim rule for complementarity, for one metric: the cross-fitted headroom (oracle minus
     the best single run, that run fixed) with its percentile bootstrap interval over tasks, and
     claimed = its lower bound > 0. Under any dominance (one run at least as good as every other on

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..core.stats import N_BOOT
+
 MAX_EXACT = 200_000  # pooled splits enumerated exactly up to this many, else sampled
 N_DRAWS = 100_000  # sampled pooled splits
 
@@ -147,7 +149,7 @@ def pooled_p(seeds: list[SeedPatterns], seed: int = 0) -> float:
     return float((1 + (draws >= observed - 1e-12).sum()) / (N_DRAWS + 1))
 
 
-def bootstrap_variance(rates: Rates, labels, n_boot: int = 500, seed: int = 0) -> tuple[float, float]:
+def bootstrap_variance(rates: Rates, labels, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float]:
     """Variance of S and of the share over task resamples (the tasks are a sample of designs)."""
     rng = np.random.default_rng(seed)
     T = len(rates.tasks)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.stats import N_BOOT
 from ..tracking.runs import RunSet
 from . import plots
 from .complementarity import jaccard_matrix, solved_sets, unique_solves
@@ -16,7 +17,7 @@ PLOTS = ("complementarity.png", "chorus_table.png", "coverage_strips.png")
 
 
 def analyze_runs(runs: RunSet, out_dir: str | Path, experts: list[str] | None = None, k: int = 5,
-                 min_rate: float = 0.5, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0,
+                 min_rate: float = 0.5, n_boot: int = N_BOOT, alpha: float = 0.05, seed: int = 0,
                  power_sims: int = 0) -> dict:
     """The table, its markdown, plots and the comparisons, written to out_dir. power_sims > 0 also
     simulates the runs' own design (power.design_from_runs) for the minimum detectable Pass@1
@@ -206,7 +207,7 @@ def busy_minutes(steps: list[dict]) -> float:
 
 
 def write_report(runs: str | Path | list, out_dir: str | Path, steps: list[dict] | None = None, title: str = "CHORUS",
-                 k: int = 2, n_boot: int = 1000, seed: int = 0, pass_coverage: float | None = None,
+                 k: int = 2, n_boot: int = N_BOOT, seed: int = 0, pass_coverage: float | None = None,
                  power_sims: int | None = None, appendix: str = "", diagnose: dict | None = None) -> dict:
     """REPORT.md (+ table.md/csv and the PNGs) for a list of run dirs (a pipeline's plan: nothing
     else in its runs_dir gets in) or every run under a folder. A sample passes under the rule the runs were made with, or at

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..core.stats import N_BOOT
 from .bootstrap import bootstrap_ci
 
 
@@ -44,7 +45,7 @@ def random_baseline(runs: pd.DataFrame) -> str | None:
     return found.iloc[0] if len(found) == 1 else None
 
 
-def paired_deltas(P: pd.DataFrame, C: pd.DataFrame, pairs: dict[str, str], n_boot: int = 1000, alpha: float = 0.05,
+def paired_deltas(P: pd.DataFrame, C: pd.DataFrame, pairs: dict[str, str], n_boot: int = N_BOOT, alpha: float = 0.05,
                   seed: int = 0) -> dict[str, dict]:
     """Per run in `pairs` (run -> the run it is compared with) whose both runs are in the task
     matrices: `delta_pass_at_1` (in [0, 1]) and `delta_coverage` (points), run minus the other, each

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..core.stats import N_BOOT
 from . import crossfit, patterns
 from .matrix import task_matrix
 from .pooling import equivalent, holm, p_one_sided, random_effects
@@ -63,7 +64,7 @@ def stage_major(m: Manifest, labels: dict) -> tuple[list[str], list[str]]:
     return [e for e, _ in pairs], [s for _, s in pairs]
 
 
-def seed_rows(table: pd.DataFrame, m: Manifest, labels: dict, seed: int = 0, n_boot: int = 500) -> dict:
+def seed_rows(table: pd.DataFrame, m: Manifest, labels: dict, seed: int = 0, n_boot: int = N_BOOT) -> dict:
     """Every row of one seed. table: the aligned per-sample table of the manifest's runs; labels:
     run dir (str) -> its label in the table."""
     names = {s: [labels[str(d)] for d in ds] for s, ds in m.experts.items()}

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..core.stats import N_BOOT
 from . import patterns, study
 from .matrix import align_tasks
 from .study_manifest import Manifest, check_study, read_manifest
@@ -37,7 +38,7 @@ def load_seed(m: Manifest, pass_coverage: float | None = None):
         return align_tasks(runs.table), labels
 
 
-def analyse(seed_dirs: list[str], alpha: float = 0.05, seed: int = 0, n_boot: int = 500,
+def analyse(seed_dirs: list[str], alpha: float = 0.05, seed: int = 0, n_boot: int = N_BOOT,
             pass_coverage: float | None = None, amended: tuple[str, ...] = ()) -> dict:
     """Every seed's rows and the pooled ones, tests and verdict, as study.json holds them. `amended`:
     the roles a pre-registered amendment re-ran at another revision (read_manifest); study.json

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.stats import N_BOOT
 from .bootstrap import bootstrap_ci, bootstrap_mean_ci
 from .complementarity import solved_sets, unique_solves
 from .matrix import align_tasks, pass_at_k_matrix, task_matrix
@@ -48,7 +49,7 @@ def student_run(runs: pd.DataFrame, run: str) -> str | None:
 
 
 def chorus_table(table: pd.DataFrame, runs: pd.DataFrame, experts: list[str] | None = None, k: int = 5,
-                 min_rate: float = 0.5, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
+                 min_rate: float = 0.5, n_boot: int = N_BOOT, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
     """One row per run plus the experts' oracle union. Pass@1 and coverage in [0, 1] and percent.
 
     The oracle row is the cross-fitted oracle union (oracle.oracle_headroom: each task's expert is

@@ -22,6 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..core.stats import N_BOOT
 from .bootstrap import bootstrap_ci
 from .matrix import run_order
 
@@ -37,7 +38,7 @@ def _ratio(m: np.ndarray) -> float:  # pooled, not a mean of per-task means: a t
     return float(m[:, 0].sum() / n) if n else math.nan
 
 
-def validity_stats(table: pd.DataFrame, n_boot: int = 1000, alpha: float = 0.05,
+def validity_stats(table: pd.DataFrame, n_boot: int = N_BOOT, alpha: float = 0.05,
                    seed: int = 0) -> dict[str, dict]:
     """Per run: `validity` (mean over tasks of the share of valid samples), `coverage_valid`
     (coverage in percent pooled over the valid samples of all tasks; NaN when none is valid),

@@ -17,6 +17,7 @@ from . import cli_help  # noqa: F401  registers the chorus_help resolver behind 
 from ..core.modes import AgenticStop, Difficulty, Engine, GenerationMode, InferenceCopyMode, \
     Launcher, LogMode, MissingRewards, Quality, RepairSource, Routed, Routing, SFTKind, Split, \
     TeacherSource, Unrouted
+from ..core.stats import N_BOOT
 from ..sim.config import SimConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -521,7 +522,7 @@ class AnalyzeConf:
     min_rate: float = 0.5  # a task is solved by a run when it passes in at least this share of samples
     k: int = 5  # pass@k column (when every task has k samples)
     pass_coverage: Optional[float] = None  # a sample passes at this coverage % instead of its task's target
-    bootstrap: int = 1000  # resamples over tasks for the confidence intervals
+    bootstrap: int = N_BOOT  # resamples over tasks for the confidence intervals
     alpha: float = 0.05
     seed: int = 0
     power: bool = False  # print the minimum detectable headroom of `design` instead of the table
@@ -595,7 +596,7 @@ class PipelinePresetConf:
     teacher_samples: int = 8
     controls: ControlsConf = field(default_factory=ControlsConf)
     k: int = 2  # pass@k column of the report
-    bootstrap: int = 1000
+    bootstrap: int = N_BOOT  # resamples over tasks for the report's intervals
     launcher: Launcher = Launcher.local  # how steps start: local subprocesses, or submitit jobs (SLURM)
     submitit: SubmititConf = field(default_factory=SubmititConf)
 
