@@ -41,7 +41,8 @@ def task():
                 targets={"overall": 90})
 
 
-def _same(a, b):
+def assert_same_coverage(a, b):
+    """Both scored ok, with the same coverage (counts, metrics, uncovered points); test_cocotb_isolation too."""
     assert a.status == b.status == "ok", (a.reason, b.reason)
     assert a.report.counts == b.report.counts and a.report.metrics == b.report.metrics
     assert sorted(u.what for u in a.report.uncovered) == sorted(u.what for u in b.report.uncovered)
@@ -56,10 +57,10 @@ def test_a_program_scores_exactly_like_vectors(task, sim_cfg, text):
     module = render("cocotb", task, program)
     cocotb, vectors = score("cocotb", task, module, sim_cfg), score("vectors", task, render("vectors", task, program),
                                                                      sim_cfg)
-    _same(cocotb, vectors)
+    assert_same_coverage(cocotb, vectors)
     assert cocotb.end == "finish" and cocotb.instance_ok and "FallingEdge(dut.clk)" in module
     if "?" not in text:
-        _same(cocotb, score("body", task, render("body", task, program), sim_cfg))
+        assert_same_coverage(cocotb, score("body", task, render("body", task, program), sim_cfg))
         assert cocotb.report.metrics["expression"] == 100.0  # the lock opened
 
 

@@ -15,7 +15,7 @@ import pytest
 from chorus.stimulus.aliases import alias_map
 from chorus.stimulus.cocotb_stimulus import check_stimulus, child, run_cocotb
 from chorus.stimulus.formats import score
-from test_cocotb_format import GOOD, HEAD, _same, task  # noqa: F401 (task: the codelock fixture, shared)
+from test_cocotb_format import GOOD, HEAD, assert_same_coverage, task  # noqa: F401 (task: the codelock fixture, shared)
 
 CHILD = Path(child.__file__).parent  # the child's modules import each other by bare name
 SECRET = "chorus-secret-7f3a9c"
@@ -146,7 +146,7 @@ attempt("chmod_run_dir", lambda: osd["chmod"](".", 0))
         assert all(" failed " in ln for ln in lines[2:]) and len(lines) == 15, lines
         assert SECRET not in attacked.run_log + attacked.reason
         assert not (tmp_path / "pwned.txt").exists() and not (cwd / "pwned.txt").exists()
-        _same(attacked, honest)
+        assert_same_coverage(attacked, honest)
         assert json.loads((cwd / "status.json").read_text())["isolation"]["landlock_abi"] >= 1
     finally:
         shutil.rmtree(cwd.parent, ignore_errors=True)
