@@ -13,8 +13,11 @@ def _cache(root, max_gb=None):
 
 
 def _put(cache, key):
+    """Put one result under a new `key`; the file of the entry the put added."""
+    before = {path for _, _, path in cache.entries()}
     cache.put(key, SimResult("rejected", "same reason"))
-    return cache._path(key)
+    [added] = {path for _, _, path in cache.entries()} - before
+    return added
 
 
 def test_a_write_past_the_cap_evicts_the_entry_used_longest_ago(tmp_path):
