@@ -13,6 +13,7 @@ from chorus.config.schema import RLConf, TrainerConf
 from chorus.policy.engines import SamplingParams, make_engine
 from chorus.policy.inference_copy import InferenceCopy, use_inference_copy
 from chorus.policy.models import add_lora, load_model
+from chorus.rl import loop as rl_loop
 from chorus.rl import run as rl_run
 from chorus.rl.algos import get_algo
 from chorus.rl.losses import tis_weights
@@ -164,7 +165,8 @@ def test_rollouts_and_evaluations_sample_the_refreshed_copy(sft_xs, rl_tasks, ev
     def evaluate_spy(engine, *a, **k):
         spy("eval", engine)
         return real_evaluate(engine, *a, **k)
-    monkeypatch.setattr(rl_run, "evaluate_policy", evaluate_spy)
+    for module in (rl_run, rl_loop):  # the final evaluation (rl/run.py) and the periodic ones (rl/loop.py)
+        monkeypatch.setattr(module, "evaluate_policy", evaluate_spy)
     ctx = context(tmp_path, sim, dtype="bfloat16")
     train_rl(str(sft_xs), get_algo("dapo", overlong_buffer=32), rl_tasks, eval_tasks[:1], ctx,
              rl=rl_settings(inference_copy="on", eval_every=1, steps=2), objective=Objective(collect=collect_spy))
