@@ -1,22 +1,18 @@
-"""The analysis notebooks execute (nbmake) against fixture run dirs and show the hand-computed numbers."""
+"""The analysis notebooks execute (nbmake) against fixture run dirs and show the hand-computed numbers; runs
+that share no task stop them in one line. (tests/test_pipeline.py runs them over the smoke pipeline's folder.)"""
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
-from run_fixtures import write_fixture_runs
+from notebook_runner import errors, execute, outputs
+from run_fixtures import meta_for, rows_for, write_fixture_runs
+
+from chorus.tracking.run_dir import write_run
+from chorus.tracking.summary import summarize
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "analysis"
-
-
-def outputs(path: Path) -> str:
-    nb = nbformat.read(path, as_version=4)
-    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    return "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
-                     + str(o.get("data", {}).get("text/markdown", ""))
-                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
 def test_notebooks_run_on_fixture_runs_as_documented(tmp_path):
@@ -71,3 +67,14 @@ def test_the_study_notebook_shows_the_cli_s_table_over_the_seeds_it_finds(tmp_pa
     level = 100 * pd.read_parquet(run / "per_task.parquet").groupby("task_id")["passed"].mean().mean()
     assert f"{level:.1f}" in shown  # seed1's second stage-2 expert, from its own table
     assert shown.count("<Figure") == 1 + len(dirs)
+
+
+def test_experts_sharing_no_task_stop_the_notebook_in_one_line_naming_them(tmp_path):
+    """Each expert scored on tasks of its own: the notebook says so in one line, not a traceback."""
+    for i, rel in enumerate(("rl/dapo/stage0", "rl/dapo/stage1")):
+        rows = rows_for([[1, 0], [0, 0]], [f"t{2 * i}", f"t{2 * i + 1}"])
+        write_run(tmp_path / "runs" / rel, rows, {**summarize(rows), **meta_for(rel)})
+    nb = execute(NOTEBOOKS / "complementarity.ipynb", {"CHORUS_RUNS": "runs"}, launch=tmp_path, expect_error=True)
+    assert errors(nb) == ["NoSharedTasksError: the experts dapo/stage0 (2 tasks), dapo/stage1 (2 tasks) share no "
+                          "task: there is nothing to compare them on; point at runs scored on the same tasks (or name "
+                          "the experts to compare)"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
+from notebook_runner import ANALYSIS, errors, execute, outputs
 from omegaconf import OmegaConf
 
 from chorus.analysis.study_manifest import read_manifest
@@ -201,7 +202,8 @@ def test_every_training_steps_memory_is_planned_before_any_step_runs(tmp_path, c
 
 
 def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
-    """pipeline=smoke: every step for real on the xs model, REPORT.md, then a re-run that skips them all."""
+    """pipeline=smoke: every step for real on the xs model, REPORT.md, the notebooks over its folder, then a
+    re-run that skips them all."""
     env = {**__import__("os").environ, "CHORUS_CACHE_DIR": str(cache_root)}
     cmd = [sys.executable, "-m", "chorus.pipeline", "pipeline=smoke", f"runs_dir={tmp_path}"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
@@ -237,6 +239,17 @@ def test_smoke_pipeline_end_to_end_then_resume(tmp_path, cache_root):
         assert json.loads((run / "run.json").read_text())["identity"]["job"] == summary["job"]
         assert (run / "progress.jsonl").exists()
     assert len(list(tmp_path.glob("consolidation/opd/three_experts-*/decisions.jsonl"))) == 1
+
+    # the notebooks over this folder, as docs/howto/notebooks.md runs them from the repository root: the
+    # gate tables (tables/stage*, each expert on its training tasks) are set apart, not aligned with the
+    # held-out runs (which left no task); one sample per task is no study, which study.ipynb says in one line
+    for name in ("complementarity.ipynb", "consolidation.ipynb"):
+        shown = outputs(execute(ANALYSIS / name, {"CHORUS_RUNS": str(tmp_path)}))
+        assert shown.count("set apart stage") == 3 and "are on the train split, the experts' on test" in shown, name
+        assert "dapo/stage2" in shown and "opd/three_experts" in shown, name
+    study_nb = execute(ANALYSIS / "study.ipynb", {"CHORUS_STUDY": str(tmp_path)}, expect_error=True)
+    assert errors(study_nb) == [f"StudyError: {tmp_path}: the noise-corrected pattern needs >= 2 samples per task "
+                                "and expert (fewest here: 1)"]
     stamps = {s["run_dir"]: (Path(s["run_dir"]) / "summary.json").stat().st_mtime for s in steps}
 
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)

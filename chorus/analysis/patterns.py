@@ -50,7 +50,8 @@ class Rates:
             raise ValueError(f"experts {experts} share no held-out task")
         n = n[keep].to_numpy(float)
         if (n < 2).any():
-            raise ValueError("the noise-corrected pattern needs >= 2 samples per task and expert")
+            raise ValueError(f"the noise-corrected pattern needs >= 2 samples per task and expert (fewest here: "
+                             f"{int(n.min())})")
         return cls(list(k.index[keep]), list(experts), k[keep].to_numpy(float) / n, n)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..opd.routing import CONTROLS
 from ..tracking.run_dir import PARQUET, SUMMARY, TABLE
+from ..tracking.runs import OneLineError
 
 MANIFEST = "controls.json"
 STAGES = ("stage0", "stage1", "stage2")
@@ -91,12 +92,16 @@ def relative(path: Path, root: Path) -> str:
         return str(path)
 
 
+class StudyError(OneLineError):
+    """Seed dirs that cannot be analysed as a study, said in one line (the study notebook shows it alone)."""
+
+
 def find_seed_dirs(pattern: str) -> list[str]:
-    """The study seed dirs (folders holding controls.json) a glob matches, sorted; ValueError in one
-    line when it matches none."""
+    """The study seed dirs (folders holding controls.json) a glob matches, sorted; StudyError (a
+    ValueError) in one line when it matches none."""
     found = sorted(d for d in glob.glob(pattern) if (Path(d) / MANIFEST).is_file())
     if not found:
-        raise ValueError(f"no study seed dir (a folder with {MANIFEST}) matches {pattern}; keep one with "
+        raise StudyError(f"no study seed dir (a folder with {MANIFEST}) matches {pattern}; keep one with "
                          "python -m chorus.analyze study='[...]' study_keep=DIR, or point at analysis/studies/...")
     return found
 

@@ -10,15 +10,17 @@ Intervals are 95 % (premise rows: 90 %, the TOST's).
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..core.stats import N_BOOT
+from ..tracking.runs import OneLineError
 from . import patterns, study
 from .matrix import align_tasks
-from .study_manifest import Manifest, check_study, read_manifest
+from .study_manifest import Manifest, StudyError, check_study, read_manifest
 
 STUDY_FILE = "study.json"
 
@@ -38,22 +40,38 @@ def load_seed(m: Manifest, pass_coverage: float | None = None):
         return align_tasks(runs.table), labels
 
 
+@contextmanager
+def one_line(where: Path | None = None):
+    """A study that cannot be analysed raises StudyError: its first line, naming the seed dir `where`
+    when it does not already, so the study notebook shows that line rather than a traceback through
+    chorus.analysis (the CLI prints the same line)."""
+    try:
+        yield
+    except OneLineError:
+        raise
+    except ValueError as exc:
+        line = (str(exc).splitlines() or [""])[0]
+        raise StudyError(line if where is None or line.startswith(str(where)) else f"{where}: {line}") from exc
+
+
 def analyse(seed_dirs: list[str], alpha: float = 0.05, seed: int = 0, n_boot: int = N_BOOT,
             pass_coverage: float | None = None, amended: tuple[str, ...] = ()) -> dict:
     """Every seed's rows and the pooled ones, tests and verdict, as study.json holds them. `amended`:
     the roles a pre-registered amendment re-ran at another revision (read_manifest); study.json
     names them and their revisions."""
     if not seed_dirs:
-        raise ValueError("study=[...] needs at least one seed dir")
+        raise StudyError("study=[...] needs at least one seed dir")
     names = [Path(d).name for d in seed_dirs]
     if len(set(names)) < len(names):
-        raise ValueError(f"study: seed dirs {list(seed_dirs)} share a name; give dirs with distinct names")
-    manifests = [read_manifest(d, tuple(amended)) for d in seed_dirs]
-    check_study(manifests)
+        raise StudyError(f"study: seed dirs {list(seed_dirs)} share a name; give dirs with distinct names")
+    with one_line():
+        manifests = [read_manifest(d, tuple(amended)) for d in seed_dirs]
+        check_study(manifests)
     seeds = []
     for i, m in enumerate(manifests):
-        table, labels = load_seed(m, pass_coverage)
-        seeds.append(study.seed_rows(table, m, labels, seed=seed + i, n_boot=n_boot))
+        with one_line(m.root):
+            table, labels = load_seed(m, pass_coverage)
+            seeds.append(study.seed_rows(table, m, labels, seed=seed + i, n_boot=n_boot))
     pooled = study.pool(seeds, alpha, seed)
     rows = {name: {"per_seed": {n: s["rows"][name].as_dict() for n, s in zip(names, seeds) if name in s["rows"]},
                    "pooled": pooled["rows"][name]} for name in pooled["rows"]}

@@ -16,10 +16,21 @@ from .record import META_KEYS
 from .run_dir import PARQUET, SUMMARY, TABLE, kept_answers, read_table
 
 MARKERS = (SUMMARY, PARQUET, TABLE, "steps.jsonl", "stage.json")  # results, or a started RL/SFT run
-TASK_COLUMNS = ("task_id", "sample", "status", "overall", "passed", "target", "family", "difficulty", "source")
+# split: which task split a run's table scored (train for OPD's gate tables), so that analyses compare runs of one split
+TASK_COLUMNS = ("task_id", "sample", "status", "overall", "passed", "target", "family", "difficulty", "source",
+                "split")
 
 
-class NoRunsError(ValueError):
+class OneLineError(ValueError):
+    """A problem with the runs a user pointed at, said in one line. The CLIs print that line; a notebook
+    shows it alone too (IPython renders an exception's _render_traceback_ instead of its traceback), as
+    a traceback would only show chorus's insides."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {(str(self).splitlines() or [''])[0]}"]
+
+
+class NoRunsError(OneLineError):
     pass
 
 
