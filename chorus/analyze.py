@@ -9,9 +9,9 @@ Loads the per-task tables of every run the glob finds (or a W&B project's runs),
 CHORUS-style table as markdown and writes table.md, table.csv and the PNG plots into `out`.
 power=true prints the minimum detectable oracle headroom of a design instead (settings not given
 are read from the runs' experts). study=[...] prints the study's table and pre-registered verdict
-(README, "The study") over its seeds' runs_dirs, each made by pipeline=study (v1's kept seeds are
-re-analysed the same way), and writes out/study.json; study_keep=DIR first copies what the verdict
-reads (a few hundred KB a seed) to DIR/<seed dir's name> and reads it from there.
+(docs/results.md, "Study v2, pre-registered") over its seeds' runs_dirs, each made by pipeline=study
+(v1's kept seeds are re-analysed the same way), and writes out/study.json; study_keep=DIR first copies
+what the verdict reads (a few hundred KB a seed) to DIR/<seed dir's name> and reads it from there.
 """
 from __future__ import annotations
 

@@ -33,13 +33,27 @@ def prose(text: str) -> str:
     return re.sub(r"`[^`\n]*`", "", text)
 
 
+def readme_sections() -> dict[str, str]:
+    """README.md's `## ` sections by heading, each with the lines up to the next one."""
+    parts = re.split(r"^## (.+)$", README.read_text(), flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
 def test_readme_is_a_landing_page():
     lines = README.read_text().splitlines()
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; move detail into docs/"
     text = README.read_text()
     assert "python -m pytest -q" in text and "what CI runs" in text
     assert "python -m chorus.pipeline pipeline=smoke" in text and "1.5 min" in text and "58.3 min" in text
-    assert "python -m pytest -q" in (ROOT / ".ci" / "run").read_text()
+    # what a new user needs first comes first: everything from Install to Documentation in 80 lines
+    sections = readme_sections()
+    assert list(sections)[:4] == ["Install", "Run it", "Test", "Documentation"], list(sections)
+    after = next(i for i, line in enumerate(lines) if line.startswith("## ") and line[3:] not in list(sections)[:4])
+    assert after < 80, f"README.md's landing sections end at line {after}"
+    # CI runs the README's test command, and Install pins the versions it is tested with
+    (test,) = re.findall(r"^```bash\n(.+)\n```", sections["Test"], flags=re.M)
+    assert test.endswith("python -m pytest -q") and test in (ROOT / ".ci" / "run").read_text()
+    assert "pip install -e '.[dev]' -c constraints.txt" in sections["Install"] and "-c constraints.txt" in test
 
 
 @pytest.mark.parametrize("path", TEXTS, ids=rel)

@@ -401,14 +401,14 @@ def _recomputed_equals_kept(root: Path, amended: tuple[str, ...] = ()) -> dict:
 
 
 def test_the_kept_v2_verdict_is_what_its_kept_seeds_give():
-    """analysis/studies/v2/verdict/study.json is the README's v2 table."""
+    """analysis/studies/v2/verdict/study.json is docs/results.md's v2 table."""
     v = _recomputed_equals_kept(REPO / "analysis/studies/v2")["verdict"]
     assert (v["premise"], v["primary"], v["staged_complementary"], v["claim"], v["opd_consolidates"]) == \
         (False, True, False, False, False)
 
 
 def test_the_kept_opd_second_design_verdict_is_what_its_kept_seeds_give():
-    """analysis/studies/v2/opd2/verdict/study.json, the README's "OPD's second design" result: the
+    """analysis/studies/v2/opd2/verdict/study.json, docs/results.md's "OPD's second design" result: the
     three kept worlds with the positive control's OPD re-run at the amendment's revision (named)."""
     kept = _recomputed_equals_kept(REPO / "analysis/studies/v2/opd2", amended=("families_opd",))
     assert kept["amended"] == {f"seed{k}": {"families_opd": "86ebd508630579e34e466fa2909b762178d50f95"}
@@ -419,7 +419,7 @@ def test_the_kept_opd_second_design_verdict_is_what_its_kept_seeds_give():
 
 
 def test_the_kept_opd_third_design_verdict_is_what_its_kept_seeds_give():
-    """analysis/studies/v2/opd3/verdict/study.json, the README's third-design result: the three kept
+    """analysis/studies/v2/opd3/verdict/study.json, docs/results.md's third-design result: the three kept
     worlds with the positive control's OPD re-run at the amendment's revision (named)."""
     kept = _recomputed_equals_kept(REPO / "analysis/studies/v2/opd3", amended=("families_opd",))
     assert kept["amended"] == {f"seed{k}": {"families_opd": "d41fbe45a449708991e0b5243708003d6619cd10"} for k in range(3)}
@@ -442,7 +442,7 @@ def _validation_pass1(run: str, family: str | None = None) -> pd.Series:
 
 
 def test_opd_third_designs_validation_leads_are_what_its_kept_runs_give():
-    """README, "OPD's second to fourth designs": each variant's Pass@1 lead over the own-teacher
+    """docs/results.md, "OPD's second to fourth designs": each variant's Pass@1 lead over the own-teacher
     control on the 171 validation designs of seeds 0 and 1, and the mean that chose routed=both."""
     own = {0: "opd2_validation/own_teacher", 1: "opd3_validation/seed1/own_teacher"}
     runs = {"second": {0: "opd2_validation/second_design", 1: "opd3_validation/seed1/second_design"},

@@ -1,4 +1,4 @@
-"""Study v2's statistics, per seed and pooled over seeds (the rule is pre-registered in the README).
+"""Study v2's statistics, per seed and pooled over seeds (the rule is pre-registered in docs/results.md).
 
 Per seed (one SFT chain, every stage x R RL seeds), on Pass@1 in points:
 - stage means over their RL seeds, and the premise: each pair of stages within +-PREMISE_POINTS
