@@ -33,7 +33,7 @@ def test_sweeps_cover_the_merge_methods_and_opd_settings(monkeypatch):
     names = {p.name for p in SWEEPS}
     assert {"merge_methods.yaml", "opd.yaml"} <= names
     merges = composed(yaml.safe_load((SWEEPS[0].parent / "merge_methods.yaml").read_text()), monkeypatch)
-    cons = {(c["consolidation"]["name"], c["consolidation"]["density"]) for c in merges}
+    cons = {(c["consolidation"]["name"], c["consolidation"].get("density")) for c in merges}  # soup has none
     assert {n for n, _ in cons} == {"soup", "task_arithmetic", "ties", "dare", "della"}
     assert {d for n, d in cons if n == "della"} == {0.2, 0.5, 0.8}
     assert {str(c["consolidation"]["weights"]) for c in merges} == {
@@ -43,8 +43,10 @@ def test_sweeps_cover_the_merge_methods_and_opd_settings(monkeypatch):
     assert re.fullmatch(r"three_experts-r1-[0-9a-f]{8}", merges[1]["_dir"].name)
     assert len({c["_dir"] for c in merges}) == len(merges)  # no two combinations share a run dir, whatever the tag
     opd = composed(yaml.safe_load((SWEEPS[0].parent / "opd.yaml").read_text()), monkeypatch)
-    assert {(c["consolidation"]["margin"], c["consolidation"]["mode"]) for c in opd} == {
-        (m, mode) for m in (0.0, 0.05, 0.1, 0.2) for mode in ("pg", "direct")}
+    designs = {"opd/paper": (0, "distil", "skip"), "opd/design2": (4, "distil", "rl"), "opd/design3": (4, "both", "rl")}
+    got = {(c["consolidation"]["margin"], c["consolidation"]["teacher_samples"], c["consolidation"]["routed"],
+            c["consolidation"]["unrouted"]) for c in opd}
+    assert got == {(m, *d) for m in (0.0, 0.05, 0.1, 0.2) for d in designs.values()}
     assert all(c["consolidation"]["name"] == "opd" and auto_job(c) == "consolidation" for c in opd)
 
 

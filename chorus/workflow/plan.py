@@ -103,22 +103,29 @@ class Planner:
         except Exception as exc:  # Hydra's and OmegaConf's errors name the bad override
             raise ValueError(f"step {name}: {str(exc).splitlines()[0]}") from None
 
+    def settable(self, name: str, own: list[str], wiring: list[str]) -> tuple[list[str], list[str]]:
+        """The preset's train settings and the user's extra that this step's schema can take. Each
+        consolidation method has a schema of its own: a setting of another method (consolidation.density
+        beside an OPD step, or any beside an SFT step's consolidation=none) is not this step's to set, so
+        it never reaches its composition; every other key does (a typo fails at the first step)."""
+        from ..config.job_settings import has_setting, override_key
+
+        probe = self.compose_step(name, self.base + list(own) + list(wiring))
+        return tuple([o for o in group if not override_key(o).startswith("consolidation.")
+                      or has_setting(probe, override_key(o))] for group in (self.train, self.extra))
+
     def step(self, name: str, own: list[str], after: list[str], wiring: list[str] = ()) -> Step:
         """A chorus.train step. `own`: the preset's settings of this step (its stage's, rl's, opd's ...);
         `wiring`: what the plan itself sets (the job, the checkpoints it starts from, seeds and tags of
         controls). Later overrides win in Hydra, so the order is the precedence: the preset's train, the
         step's own preset settings, then the user's `extra` (extra wins over any preset, as documented),
         and the wiring last (no setting can detach a step from the steps it is planned after)."""
-        from ..config.job_settings import has_setting, is_used, override_key, unused_overrides, used_settings
+        from ..config.job_settings import is_used, override_key, unused_overrides, used_settings
         from ..train import auto_job, job_label, job_run_dir
 
         wiring = list(wiring)
         own = superseded_dropped(list(own), wiring)
-        # each consolidation method has a schema of its own: a preset's or the user's setting of another
-        # method (consolidation.density beside an OPD step, or an SFT step's consolidation=none) is not
-        # this step's to set, so it never reaches its composition
-        probe = self.compose_step(name, self.base + own + wiring)
-        train, extra = ([o for o in group if has_setting(probe, override_key(o))] for group in (self.train, self.extra))
+        train, extra = self.settable(name, own, wiring)
         full = self.compose_step(name, self.base + train + own + extra + wiring)
         job = auto_job(full)
         uses = used_settings(job, full)
@@ -192,7 +199,8 @@ class Planner:
         after = [e.name for e in experts.values()]
         if routing:
             wiring.append(f"consolidation.routing={routing}")
-        composed = self.compose_step(name, self.base + self.train + list(preset) + self.extra + wiring)
+        train, extra = self.settable(name, preset, wiring)
+        composed = self.compose_step(name, self.base + train + list(preset) + extra + wiring)
         if method == "opd":
             student, needs = self.student_of(composed["consolidation"]["student"], soup)
             if student:
@@ -236,8 +244,8 @@ class Planner:
         for kind in kinds:
             name, kind_tag = f"{opd_name}-{kind}", f"{tag}_{kind}" if tag else kind
             if kind == "own_teacher":
-                composed = self.compose_step(name, self.base + self.train + list(preset) + self.extra
-                                             + ["consolidation=opd"])
+                train, extra = self.settable(name, preset, ["consolidation=opd"])
+                composed = self.compose_step(name, self.base + train + list(preset) + extra + ["consolidation=opd"])
                 student, needs = self.student_of(composed["consolidation"]["student"], soup)
                 if student is None:
                     raise ValueError(f"step {name}: the own-teacher control needs OPD's student to be soup or a "
