@@ -120,7 +120,7 @@ def main() -> None:
                 sys.exit(f"{method} {overrides}: {err}")
             took = time.perf_counter() - t
             coef, resid = decompose(flat(Path(tmp) / str(i)) - s[0], basis)
-            label = method + "".join(f" {k}={v}" for k, v in opts.items() if k not in ("seed", "weights"))
+            label = method + "".join(f" {k}={opts[k]}" for k in sorted(opts) if k not in ("seed", "weights"))
             print(f"| {label} | {' | '.join(f'{c:.3f}' for c in coef)} | {resid:.3f} | {took:.1f} |")
     print(f"total {time.perf_counter() - t0:.1f} s")
 
