@@ -14,7 +14,7 @@ from ..config.schema import OPDConf, TrainerConf
 from ..policy.models import load_model
 from ..rl.logprobs import forward_logprobs
 from ..rl.advantages import ADVANTAGES
-from ..rl.algos import RLAlgo
+from ..rl.algos import RLAlgo, get_algo
 from ..rl.rewards import shaped
 from ..rl.rollouts import RolloutBatch, RolloutSpec, pad_sequences, sample_groups, sample_stats
 from .routing import ROUTINGS
@@ -78,10 +78,14 @@ class OPDCollect:
     order: list[str]  # the pool's teacher names: ties between teachers go to the earlier one
     reference: dict[str, float]  # opd.gate_reference's pass rates per training task ({}: none)
     make_engine: Callable  # (teacher model, tokenizer) -> the engine a teacher draws its own samples with
-    dapo: RLAlgo | None = None  # what unrouted=rl (and routed=both) train a task's own samples under
     micro_batch: int = 8
     logit_chunk: int = 1024
     pack_sequences: bool | None = TrainerConf.pack_sequences
+    # what unrouted=rl (and routed=both) train a task's own samples under: DAPO, as the own-teacher control
+    dapo: RLAlgo | None = field(init=False)
+
+    def __post_init__(self):
+        self.dapo = get_algo("dapo") if self.opd.unrouted == "rl" else None
 
     def __call__(self, draw, engine, tokenizer, pool, spec: RolloutSpec, prompts_per_step: int, seed: int = 0,
                  after_generation=lambda: None) -> OPDBatch:
@@ -92,7 +96,7 @@ class OPDCollect:
         for grp, d in zip(groups, decisions):
             self.own_rows(rows, grp, d["teacher"], spec.params.max_new_tokens)
         n_student = len(rows.seqs)
-        kd, kd_stats = self.teacher_rows(rows, groups, decisions, tokenizer, pool, spec, seed)
+        kd_stats = self.teacher_rows(rows, groups, decisions, tokenizer, pool, spec, seed)
         for key in ("generation_s", "simulation_s"):
             timing[key] += kd_stats.pop(key)
         ids, attn, comp, old, adv = pad_sequences(rows.seqs, tokenizer.pad_token_id)
@@ -145,15 +149,16 @@ class OPDCollect:
                 rows.add(s, None, a)
 
     def teacher_rows(self, rows: "TrainingRows", groups, decisions, tokenizer, pool, spec: RolloutSpec,
-                     seed: int) -> tuple[list, dict]:
-        """opd.teacher_samples of each routed teacher's own, those beating the student, as KD rows."""
+                     seed: int) -> dict:
+        """opd.teacher_samples of each routed teacher's own, those beating the student, added as KD rows;
+        returns teacher_samples.teacher_targets' stats."""
         routed = [(grp[0]["task"], d["teacher"], d["student_reward"]) for grp, d in zip(groups, decisions)
                   if d["teacher"]]
         kd, stats = teacher_targets(routed, self.teachers, lambda model: self.make_engine(model, tokenizer),
                                     tokenizer, pool, spec, self.opd.teacher_samples, self.order, seed)
         for s, name in kd:
             rows.add(s, name, kd_target=True)
-        return kd, stats
+        return stats
 
     def score(self, ids, attn, comp, old, teacher_of: list[str | None], temperature: float):
         """[B, T] log-probs of each student row's tokens under its teacher (zeros elsewhere: KD rows and

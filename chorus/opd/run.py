@@ -11,7 +11,7 @@ from ..config.schema import OPDConf, RLConf, TeacherPoolConf, TrainerConf
 from ..config.job_context import JobContext
 from ..policy.engines import SamplingParams
 from ..policy.models import load_tokenizer
-from ..rl.algos import OPD_ALGO, get_algo
+from ..rl.algos import OPD_ALGO
 from ..rl.run import Objective, train_rl
 from ..trainer_setup import eval_device
 from .module import OPDModule
@@ -86,8 +86,8 @@ def train_opd(student: str, pool: TeacherPoolConf, tasks, eval_tasks, ctx: JobCo
                     "with the student's own pass rate there", unreferenced, len(tasks))
     order = [t.name for t in teachers]
     collect = OPDCollect(opd, rewards, models, order, reference, make_engine=teacher_engine(rl),
-                         dapo=get_algo("dapo") if opd.unrouted == "rl" else None, micro_batch=rl.micro_batch,
-                         logit_chunk=trainer.logit_chunk, pack_sequences=trainer.pack_sequences)
+                         micro_batch=rl.micro_batch, logit_chunk=trainer.logit_chunk,
+                         pack_sequences=trainer.pack_sequences)
     ctx = dataclasses.replace(ctx, meta={**ctx.meta, "teachers": order, "student": str(student),
                                          "student_choice": opd.student, "routing": str(opd.routing),
                                          "gate": "pass_rate",
