@@ -78,7 +78,12 @@ def assert_no_leak(r, *secrets: str) -> None:
 
 def assert_clean(work: Path) -> None:
     """simulate() removed its work dir: nothing it wrote survives outside it (the run's own dir, empty)."""
-    left = list(work.iterdir())  # at most this run's own dir (a sample refused before any build makes none), empty
+    # at most this run's own dir (a sample refused before any build makes none), empty; and
+    # multiprocessing's dir of this process, made beside the first run dir of the session
+    from multiprocessing import current_process
+
+    mp_dir = current_process()._config.get("tempdir")
+    left = [p for p in work.iterdir() if mp_dir is None or p != Path(mp_dir)]
     assert left == [] or [p.name for p in left] == [workdirs.run_dir().name]
     assert all(list(p.iterdir()) == [] for p in left)
 
@@ -458,37 +463,37 @@ def _fill(mb_each: int, files: int) -> str:
 
 
 @pytest.mark.slow
-def test_disk_quota_holds_and_nothing_is_left_behind(counter_task, cfg, work, tmp_path):
-    # 4 files x 3 MB against an 8 MB tmpfs (each file under the 4 MB per-file limit).
-    r = run(counter_task, counter_tb(BODY, extra=_fill(3, 4)), cfg, disk_quota_mb=8, output_limit_mb=4)
-    assert r.status in ("ok", "runtime_error"), (r.status, r.reason)
-    sizes = [int(s) for s in re.findall(r"^SIZE \d (-?\d+)$", r.run_log, re.M)]
-    if r.status == "ok":
-        assert len(sizes) == 4 and sizes[0] == 3 << 20  # the first file fit
-        assert sum(max(s, 0) for s in sizes) <= 8 << 20  # the rest hit the quota
+def test_a_run_over_its_write_budget_is_charged_and_nothing_is_left_behind(counter_task, cfg, work, tmp_path):
+    # 4 files x 3 MB against a budget of 8 MB (each file under the 4 MB per-file limit): the run is
+    # charged naming the budget; 2 such files fit.
+    r = run(counter_task, counter_tb(BODY, extra=_fill(3, 4)), cfg, run_write_mb=8, output_limit_mb=4)
+    assert r.status == "runtime_error" and "simulator.run_write_mb=8 MB" in r.reason, (r.status, r.reason)
+    assert r.report is None and "\n" not in r.reason
     assert_clean(work)
     assert not list(tmp_path.rglob("big*.bin")) and not list(Path.cwd().glob("big*.bin"))
+    ok = run(counter_task, counter_tb(BODY, extra=_fill(3, 2)), cfg, run_write_mb=8, output_limit_mb=4)
+    assert ok.status == "ok" and [int(s) for s in re.findall(r"^SIZE \d (-?\d+)$", ok.run_log, re.M)] == [3 << 20] * 2
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("clang", [True, False], ids=["clang-if-present", "gcc"])
 def test_a_build_is_held_to_a_total_disk_quota_not_only_per_file(counter_task, cfg, work, clang):
-    """The build's files count together against simulator.disk_quota_mb; a build over it is the
+    """The build's files count together against simulator.build_write_mb; a build over it is the
     testbench's compile_error, and nothing stays. 6000 distinct $display lines make a build of ~4 MB
     (g++) or ~6.5 MB (clang), each file far below the per-file limit; an honest one is ~2.2 MB with
     the runtime objects it links. The total is summed when each build step ends as well as while it
     runs, so the verdict does not depend on how fast the machine compiles."""
     big = counter_tb("\n".join(f'    $display("row {k:05d} of the big testbench: %0d", q);' for k in range(6000))
                      + "\n" + BODY)
-    r = run(counter_task, big, cfg, disk_quota_mb=3, clang=clang)
-    assert r.status == "compile_error" and "disk_quota_mb=3 MB in total" in r.reason, (r.status, r.reason)
-    assert run(counter_task, HONEST_TB, cfg, disk_quota_mb=3, clang=clang).status == "ok"  # a small build fits
+    r = run(counter_task, big, cfg, build_write_mb=3, clang=clang)
+    assert r.status == "compile_error" and "build_write_mb=3 MB in total" in r.reason, (r.status, r.reason)
+    assert run(counter_task, HONEST_TB, cfg, build_write_mb=3, clang=clang).status == "ok"  # a small build fits
     assert_clean(work)
 
 
 @pytest.mark.slow
 def test_one_file_past_the_output_limit_stops_the_run(counter_task, cfg, work):
-    r = run(counter_task, counter_tb(BODY, extra=_fill(6, 1)), cfg, disk_quota_mb=64, output_limit_mb=4)
+    r = run(counter_task, counter_tb(BODY, extra=_fill(6, 1)), cfg, run_write_mb=64, output_limit_mb=4)
     assert r.status == "runtime_error" and "output limit" in r.reason, (r.status, r.reason)
     assert r.end == "output_limit"
     assert_clean(work)
@@ -711,9 +716,13 @@ def test_scratch_tmpfs_quota_holds(jail, tmp_path):
     r = jail("dd if=/dev/zero of=big bs=1M count=16 2>/dev/null || echo DD_FAILED; echo SIZE $(stat -c %s big)", pol)
     size = int(re.search(r"SIZE (\d+)", r.log).group(1))
     assert "DD_FAILED" in r.log and size <= 4 << 20
+    assert 4 << 20 >= r.scratch_bytes >= (4 << 20) - (64 << 10)  # the jail reports the tmpfs full
     ok = jail("dd if=/dev/zero of=big bs=1M count=2 2>/dev/null && echo SIZE $(stat -c %s big)", pol)  # control
-    assert f"SIZE {2 << 20}" in ok.log
+    assert f"SIZE {2 << 20}" in ok.log and ok.scratch_bytes == 2 << 20
     assert list(scratch.iterdir()) == []  # the tmpfs went with the jail
+    # a process left behind writes nothing after the count: the tree is dead before it is taken
+    late = jail("(sleep 0.3; dd if=/dev/zero of=late bs=1M count=3 2>/dev/null) & echo started", pol)
+    assert late.scratch_bytes == 0
 
 
 # ---------------------------------------------------------------- 8. host code in the task's own RTL

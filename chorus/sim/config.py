@@ -20,7 +20,10 @@ class SimConfig:
     strict_instance: bool = False  # CVDP rule: pass only if the required instance name exists
     # OS isolation of builds and runs; a plain string is accepted too (isolation.check validates it)
     isolation: Isolation = Isolation.required
-    disk_quota_mb: int = 256  # everything one simulation writes, in total (a tmpfs)
+    # Everything one run may write (every format): its files, held by a tmpfs of this size as its
+    # whole disk, and its output. A run over it is a runtime_error, its files gone, no coverage counted.
+    run_write_mb: int = 256
+    build_write_mb: int = 256  # everything one build writes, in total (summed while it runs)
     max_testbench_kb: int = 1024  # larger testbenches are rejected before any work
     allow_dut_writes: bool = False  # permit force/release/hierarchical writes into the DUT
     opt: str = "-O0"

@@ -1,8 +1,9 @@
 """Run a built simulation inside the jail and score the DUT's coverage from what it returned.
 
 The simulated process is untrusted (it runs the testbench's compiled code). It gets a fresh
-tmpfs as its working directory (its whole disk quota) and may read only the toolchain, its
-binary and its inputs. Coverage and status come back through one descriptor that chorus opened
+tmpfs as its working directory (its whole disk: simulator.run_write_mb, plus room for the coverage
+the driver reserves) and may read only the toolchain, its binary and its inputs; what its files
+held when it ended, with its output, is judged against that budget. Coverage and status come back through one descriptor that chorus opened
 before the jail started, as one frame written at the very end (csrc/chorus_main.cpp); they are
 read only after the jail reports the whole process tree dead. A run that ends by a signal is
 never `ok`, and a stream that is not exactly one well-formed frame is refused.
@@ -29,6 +30,9 @@ from .toolchain import solver_env
 _HEAD = re.compile(rb"chorus-result 1\nstatus (\{[^\n]{0,400}\})\ncoverage (\d{1,10})\n")
 _BEGIN = re.compile(rb"begin (\d{1,9})\n")
 RESULT_FILE = "result"
+# The scratch tmpfs holds the budget, the 4 MB the driver reserves for coverage (csrc/chorus_main.cpp:
+# kReserve) and 1 MB more, so a run that fills it is over its budget, and is seen to be.
+SCRATCH_SLACK_MB = 5
 
 
 @dataclass
@@ -39,6 +43,7 @@ class RunRecord:
     coverage: str | None
     problem: str | None = None
     log: tuple[int, int] | None = None
+    scratch: int | None = None  # what the program's files held when it ended (its driver measured it)
 
 
 def parse_result_stream(data: bytes) -> tuple[list[RunRecord], bool]:
@@ -70,10 +75,11 @@ def parse_result_stream(data: bytes) -> tuple[list[RunRecord], bool]:
         except json.JSONDecodeError:
             records.append(RunRecord(None, None, "the result status is malformed"))
             return records, False
-        end, log = status.get("end"), status.get("log")
+        end, log, scratch = status.get("end"), status.get("log"), status.get("scratch")
         span = (int(log[0]), int(log[1])) if isinstance(log, list) and len(log) == 2 and all(
             isinstance(x, int) and x >= 0 for x in log) else None
-        records.append(RunRecord(end if isinstance(end, str) else None, body.decode("utf-8", "replace"), log=span))
+        records.append(RunRecord(end if isinstance(end, str) else None, body.decode("utf-8", "replace"), log=span,
+                                 scratch=scratch if isinstance(scratch, int) and scratch >= 0 else None))
     return records, False
 
 
@@ -91,9 +97,16 @@ def jail_for(cfg: SimConfig, cache_root: Path, policy: Policy) -> Jail:
     return Jail(cfg.isolation, str(cache_root), policy)
 
 
+def scratch_policy(cfg: SimConfig, run: Path, read: tuple[str, ...], write: tuple[str, ...] = ()) -> Policy:
+    """What a run may touch (every format): read the toolchain and `read`, write `write` (files the
+    caller reads afterwards) and its working directory `run`, a fresh tmpfs of the run's write budget."""
+    return Policy(read=read, write=write, scratch=str(run), quota_mb=cfg.run_write_mb + SCRATCH_SLACK_MB,
+                  chdir=str(run), strict=True)
+
+
 def launch(cfg: SimConfig, cache_root: Path, binary: Path, args: list[str], run: Path, out: Path,
            env: dict[str, str], policy: Policy, pass_fds: tuple[int, ...] = (), progress: Path | None = None,
-           programs: int = 1, disk_quota: tuple[int, tuple[Path, ...]] | None = None) -> RunOutcome:
+           programs: int = 1) -> RunOutcome:
     """One jailed simulation of `binary` in `run`, under the simulator's limits (every format). A
     process of several programs has each one's limits: wall clock per program (`progress` is the
     file that grows as each ends), CPU for all of them."""
@@ -101,7 +114,7 @@ def launch(cfg: SimConfig, cache_root: Path, binary: Path, args: list[str], run:
     cmd = [str(binary), f"+verilator+error+limit+{cfg.error_limit}", "+verilator+seed+1", *args]
     return run_limited(cmd, cwd=run, env=env, timeout_s=cfg.run_timeout_s, log_path=out / "sim.log",
                        mem_mb=cfg.mem_limit_mb, file_mb=cfg.output_limit_mb, cpu_s=(cfg.run_timeout_s + 5) * programs,
-                       jail=jail_for(cfg, cache_root, policy), pass_fds=pass_fds, progress=progress, disk_quota=disk_quota,
+                       jail=jail_for(cfg, cache_root, policy), pass_fds=pass_fds, progress=progress,
                        total_timeout_s=(cfg.run_timeout_s * programs + 5) if programs > 1 else None)
 
 
@@ -117,8 +130,7 @@ def run_binary(cfg: SimConfig, cache_root: Path, binary: Path, workdir: Path,
         (inp / str(i)).mkdir()
         for name, text in files.items():
             (inp / str(i) / name).write_text(text)
-    policy = Policy(read=(str(binary.parent), str(inp)), scratch=str(run), quota_mb=cfg.disk_quota_mb,
-                    chdir=str(run), strict=True)
+    policy = scratch_policy(cfg, run, (str(binary.parent), str(inp)))
     n = len(inputs)
     fd = os.open(out / RESULT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
@@ -147,9 +159,8 @@ def score_run(task: Task, cfg: SimConfig, r: RunOutcome, rec: RunRecord, facts, 
     logs = {"build_log": build_log, "run_log": r.log, "seconds": seconds}
     if r.setup_error:
         return SimResult("harness_error", f"isolation could not be set up: {r.setup_error}", **logs)
-    if r.over_disk:
-        return SimResult("runtime_error", f"simulation wrote more than simulator.disk_quota_mb={cfg.disk_quota_mb} MB "
-                         "in total; no coverage counted", **logs)
+    if (why := over_write_budget(cfg, r, rec)) is not None:
+        return SimResult("runtime_error", why, **logs)
     if r.timed_out:
         return SimResult("timeout", f"simulation did not end within {cfg.run_timeout_s:.0f} s wall clock "
                          "(a zero-delay loop?)", **logs)
@@ -177,6 +188,18 @@ def score_run(task: Task, cfg: SimConfig, r: RunOutcome, rec: RunRecord, facts, 
     seconds["coverage"] = round(time.monotonic() - t, 4)
     result.end, result.build_log, result.run_log, result.seconds = rec.end, build_log, r.log, seconds
     return result
+
+
+def over_write_budget(cfg: SimConfig, r: RunOutcome, rec: RunRecord) -> str | None:
+    """Why the run is over simulator.run_write_mb, or None: what its files held when it ended (the
+    driver's count for its program, else the jail's of the scratch tmpfs) plus its output."""
+    files = rec.scratch if rec.scratch is not None else r.scratch_bytes
+    output = rec.log[1] - rec.log[0] if rec.log else r.log_bytes
+    written = (files or 0) + output
+    if written <= cfg.run_write_mb << 20:
+        return None
+    return (f"the run wrote {written / (1 << 20):.1f} MB (files and output), over simulator.run_write_mb="
+            f"{cfg.run_write_mb} MB; its files were removed and no coverage counted")
 
 
 def score_points(task: Task, points: list[Point], facts) -> SimResult:

@@ -33,6 +33,8 @@ class RunOutcome:
     signal: int | None = None  # the signal that ended the command itself, as the jail saw it
     setup_error: str | None = None  # the jail could not set up a required layer; nothing ran
     over_disk: bool = False  # stopped because the dirs of `disk_quota` grew past its total
+    scratch_bytes: int | None = None  # what the jail's scratch tmpfs held when the tree was gone (None: no tmpfs)
+    log_bytes: int = 0  # the size of the log the command's output went to
 
 
 @dataclass(frozen=True)
@@ -132,20 +134,25 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
             # fast it wrote, not only while the watcher happened to look.
             if disk_quota is not None and not over_disk.is_set() and _over_quota(disk_quota[1], disk_quota[0] << 20):
                 over_disk.set()
-        report = _read_report(report_r) if report_r is not None else ""
+        report = _read_report(report_r) if report_r is not None else []
     finally:
         for fd in (report_r, report_w):
             if fd is not None:
                 os.close(fd)
-    kind, _, value = report.partition(" ")
+    kind, _, value = (report[0] if report else "").partition(" ")
+    scratch = [int(v) for k, _, v in (line.partition(" ") for line in report[1:]) if k == "scratch" and v.isdigit()]
     timed_out = fired.is_set() or kind == "timeout"
     sig = int(value) if kind == "signal" and value.isdigit() else None
     if report_r is None and proc.returncode is not None and proc.returncode < 0:
         sig = -proc.returncode
     setup = value.strip() if kind == "setup" else None
     code = None if timed_out else (int(value) if kind == "exit" and value.isdigit() else proc.returncode)
+    try:
+        log_bytes = log_path.stat().st_size
+    except OSError:
+        log_bytes = 0
     return RunOutcome(code, timed_out, time.monotonic() - start, trim_log(log_path), sig, setup,
-                      over_disk.is_set())
+                      over_disk.is_set(), sum(scratch) if scratch else None, log_bytes)
 
 
 DISK_POLL_S = 0.2
@@ -177,10 +184,11 @@ def _watch_disk(dirs: tuple[Path, ...], limit: int, pid: int, over: threading.Ev
 
 
 def _over_quota(dirs: tuple[Path, ...], limit: int) -> bool:
-    return sum(_tree_bytes(d) for d in dirs) > limit
+    return sum(tree_bytes(d) for d in dirs) > limit
 
 
-def _tree_bytes(root: Path) -> int:
+def tree_bytes(root: Path) -> int:
+    """What the files under `root` hold (allocated blocks, as du counts them)."""
     total, stack = 0, [str(root)]
     while stack:
         try:
@@ -198,14 +206,14 @@ def _tree_bytes(root: Path) -> int:
     return total
 
 
-def _read_report(fd: int) -> str:
-    """The jail's one-line verdict; every writer is gone by now, so this never blocks."""
+def _read_report(fd: int) -> list[str]:
+    """The jail's verdict line, then its `scratch` lines; every writer is gone by now, so this never blocks."""
     os.set_blocking(fd, False)
     try:
         data = os.read(fd, 4096)
     except BlockingIOError:
         data = b""
-    return data.decode("ascii", "replace").strip().splitlines()[0] if data.strip() else ""
+    return [line.strip() for line in data.decode("ascii", "replace").strip().splitlines()]
 
 
 def _killpg(pid: int) -> None:

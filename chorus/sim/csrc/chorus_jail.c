@@ -6,7 +6,9 @@
 //     --tmpfs PATH   mount a fresh tmpfs of --quota-mb MiB on PATH (total disk quota)
 //     --quota-mb N   size of every --tmpfs (default 256)
 //     --chdir PATH   working directory of the command
-//     --report FD    write one line `exit N` / `signal N` / `timeout` / `setup <why>` to FD when done
+//     --report FD    write one line `exit N` / `signal N` / `timeout` / `setup <why>` to FD when done;
+//                    after `exit`/`signal`, one line `scratch BYTES` per mounted tmpfs: what its files
+//                    held when the command's tree was gone (the run's write budget is judged on it)
 //     --timeout S    kill the whole tree after S seconds (wall clock); the jail exits 124 only
 //                    once every process of it is gone
 //     --require      fail (exit 125, `setup ...` on the report) when a layer is unavailable
@@ -45,6 +47,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -247,13 +250,23 @@ static void enter_namespaces(void) {
     if (!have_pidns && require_all) setup_fail("pid namespace");
 }
 
+static int mounted[MAX_PATHS];
+
 static void mount_quotas(void) {
     char opts[64];
     snprintf(opts, sizeof opts, "size=%ldm,nr_inodes=65536,mode=0700", quota_mb);
     for (int i = 0; i < n_tmpfs; i++) {
-        if (!have_mntns || mount("tmpfs", tmpfs[i], "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
-            if (require_all) setup_fail("tmpfs disk quota");
-        }
+        mounted[i] = have_mntns && mount("tmpfs", tmpfs[i], "tmpfs", MS_NOSUID | MS_NODEV, opts) == 0;
+        if (!mounted[i] && require_all) setup_fail("tmpfs disk quota");
+    }
+}
+
+static void report_scratch(void) {
+    // Only a tmpfs of our own is measured: without one the files are the caller's to count.
+    for (int i = 0; i < n_tmpfs; i++) {
+        struct statfs fs;
+        if (mounted[i] && statfs(tmpfs[i], &fs) == 0)
+            report("scratch", (long)((fs.f_blocks - fs.f_bfree) * (unsigned long)fs.f_bsize));
     }
 }
 
@@ -379,9 +392,17 @@ int main(int argc, char **argv) {
             if (w == cmd) break;
             if (w < 0 && errno != EINTR) break;
         }
+        // Nothing of the tree may write after the scratch is measured: as pid 1, kill the rest now
+        // (the kernel would when we exit) and reap them; without a pid namespace, the subreaper's way.
+        if (have_pidns && getpid() == 1) {
+            kill(-1, SIGKILL);
+            while (wait(NULL) > 0 || errno == EINTR) {}
+        } else {
+            kill_descendants();
+        }
         if (WIFSIGNALED(st)) report("signal", WTERMSIG(st));
         else report("exit", WEXITSTATUS(st));
-        if (!have_pidns) kill_descendants();
+        report_scratch();
         _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
     }
     // Returns only after the kernel has killed and reaped everything in the pid namespace, so

@@ -63,6 +63,29 @@ static long long log_offset() {
     return at < 0 ? -1 : (long long)at;
 }
 
+// What the files under a directory hold (allocated blocks, as du counts them): the program's share
+// of the run's write budget, measured before its directory is emptied for the next program.
+static long long dir_bytes(int dirfd) {
+    DIR* d = ::fdopendir(dirfd);
+    if (!d) {
+        ::close(dirfd);
+        return 0;
+    }
+    long long total = 0;
+    while (struct dirent* e = ::readdir(d)) {
+        if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+        struct stat st;
+        if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        total += (long long)st.st_blocks * 512;
+        if (S_ISDIR(st.st_mode)) {
+            const int sub = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) total += dir_bytes(sub);
+        }
+    }
+    ::closedir(d);  // closes dirfd
+    return total;
+}
+
 static void write_results(const char* reason) {
     if (g_written || !g_ctx || g_result_fd < 0) return;
     g_written = true;
@@ -85,12 +108,14 @@ static void write_results(const char* reason) {
         ::close(fd);
     }
     ::unlink(kStage);
-    char status[320];
+    const int here = ::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const long long scratch = here >= 0 ? dir_bytes(here) : -1;
+    char status[360];
     std::snprintf(status, sizeof status,
                   "{\"end\": \"%s\", \"time\": %llu, \"precision\": %d, \"errors\": %d, \"program\": %d, "
-                  "\"log\": [%lld, %lld]}",
+                  "\"log\": [%lld, %lld], \"scratch\": %lld}",
                   reason, (unsigned long long)g_ctx->time(), (int)g_ctx->timeprecision(),
-                  (int)g_ctx->errorCount(), g_program, g_log_start, log_end);
+                  (int)g_ctx->errorCount(), g_program, g_log_start, log_end, scratch);
     std::string frame = std::string("chorus-result 1\nstatus ") + status + "\ncoverage "
                         + std::to_string(cov.size()) + "\n" + cov + "end\n";
     write_all(g_result_fd, frame.data(), frame.size());

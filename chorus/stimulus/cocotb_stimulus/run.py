@@ -18,8 +18,8 @@ from ...sim.config import SimConfig
 from ...sim.result import SimResult
 from ...sim.runtime import RuntimeBuildError, ensure_runtime
 from ...sim.prebuilt import cached_binary, store_binary, untrusted_rtl_in_harness
-from ...sim.execute import RunRecord, launch, score_run
-from ...sim.isolation import Policy
+from ...sim.execute import RunRecord, launch, score_run, scratch_policy
+from ...sim.process import tree_bytes
 from ...sim.design_check import stage_design
 from ...sim.simulate import task_facts
 from ...sim.toolchain import ToolchainError, find_toolchain, flagset_key
@@ -129,18 +129,18 @@ def _wall_s(cfg: SimConfig) -> float:
     return max(1.0, cfg.run_timeout_s - 5.0)
 
 
-def _env(run: Path, amap: AliasMap, opts: dict, cfg: SimConfig) -> dict[str, str]:
+def _env(inp: Path, amap: AliasMap, opts: dict, cfg: SimConfig) -> dict[str, str]:
     import cocotb_tools.config as cc
     import find_libpython
 
     libpython = find_libpython.find_libpython()
-    harness = {"stimulus": str(run / STIMULUS_FILE), "half_ns": CLOCK_HALF_NS, "builtins": list(_SAFE_BUILTINS),
+    harness = {"stimulus": str(inp / STIMULUS_FILE), "half_ns": CLOCK_HALF_NS, "builtins": list(_SAFE_BUILTINS),
                "reset": amap.reset.alias if amap.reset else None, "reset_active": amap.reset_active,
                "reset_cycles": int(opts.get("reset_cycles", 2)), "seed": int(opts.get("seed", 1)),
                "max_time_ns": _max_time_ns(cfg, opts), "wall_s": _wall_s(cfg), "watch_ns": 2000 * CLOCK_HALF_NS}
     # What cocotb_tools.runner.Verilator sets for a test run, for our own process limits.
     return {"PATH": f"{os.environ.get('PATH', '/usr/bin:/bin')}:{cc.libs_dir}",
-            "PYTHONPATH": os.pathsep.join([str(run), *(p for p in sys.path if p)]),
+            "PYTHONPATH": os.pathsep.join([str(inp), *(p for p in sys.path if p)]),
             "PYGPI_PYTHON_BIN": sys.executable, "LIBPYTHON_LOC": str(libpython),
             "GPI_USERS": f"{libpython};{cc.pygpi_entry_point()}", "COCOTB_TEST_MODULES": HARNESS_MODULE,
             "COCOTB_TOPLEVEL": COCOTB_TOP, "TOPLEVEL_LANG": "verilog", "COCOTB_TRUST_INERTIAL_WRITES": "1",
@@ -168,24 +168,26 @@ def _error_from_log(log: str) -> str:
 
 def _run_once(task: Task, cfg: SimConfig, binary: Path, workdir: Path, env: dict) -> tuple[SimResult, dict | None]:
     """One jailed run of the cocotb binary. Only chorus's harness runs in the simulator process
-    (the stimulus runs in a locked-down child of it), so the harness and cocotb's main may write
-    status and coverage into the run directory; they are read after the whole tree is dead."""
-    run, out = workdir / "run", workdir / "out"
-    out.mkdir(exist_ok=True)
-    args = ["--coverage-per-instance", f"+verilator+coverage+file+{run / 'coverage.dat'}"]
-    policy = Policy(read=(str(binary.parent),), write=(str(run),), chdir=str(run), strict=True)
-    # The run dir is on disk (it holds the stimulus and harness), not a tmpfs of the quota's size:
-    # each file is held to output_limit_mb, and their total (the DUT's $fopen files) is watched.
+    (the stimulus runs in a locked-down child of it), reading its modules from `in/`. Like every
+    format, it works in a fresh tmpfs of the run's write budget; status and coverage go to the two
+    files of `out/` made for them (the only other files it may write), read after the whole tree is dead."""
+    run, inp, out = workdir / "run", workdir / "in", workdir / "out"
+    for d in (run, out):
+        d.mkdir(exist_ok=True)
+    status_file, coverage_file = out / "status.json", out / "coverage.dat"
+    for f in (status_file, coverage_file):
+        f.write_bytes(b"")
+    args = ["--coverage-per-instance", f"+verilator+coverage+file+{coverage_file}"]
+    policy = scratch_policy(cfg, run, (str(binary.parent), str(inp)), (str(status_file), str(coverage_file)))
     r = launch(cfg, default_cache_root(cfg.cache_dir), binary, args, run, out,
-               {"CHORUS_STATUS_OUT": str(run / "status.json"), **env}, policy, disk_quota=(cfg.disk_quota_mb, (run,)))
+               {"CHORUS_STATUS_OUT": str(status_file), **env}, policy)
+    if r.scratch_bytes is None and not r.setup_error:  # no tmpfs of its own (isolation off): its files are here
+        r.scratch_bytes = tree_bytes(run)
     try:
-        status = json.loads((run / "status.json").read_text())
+        status = json.loads(status_file.read_text())
     except (OSError, json.JSONDecodeError):
         status = None
-    try:
-        coverage = (run / "coverage.dat").read_text(errors="replace")
-    except OSError:
-        coverage = None
+    coverage = coverage_file.read_text(errors="replace") if coverage_file.stat().st_size else None
     end = status.get("end") if isinstance(status, dict) else None
     record = RunRecord(end if isinstance(end, str) else None, coverage)
     return score_run(task, cfg, r, record, task_facts(task), {}), status
@@ -206,14 +208,13 @@ def run_cocotb(task: Task, text: str, cfg: SimConfig, opts: dict) -> SimResult:
         return hit
     workdir = new_workdir("cocotb", cfg.keep_workdir)
     try:
-        run = workdir / "run"
-        run.mkdir()
-        (run / STIMULUS_FILE).write_text(text)
-        (run / f"{HARNESS_MODULE}.py").write_text(HARNESS)
-        (run / CHILD_DIR).mkdir()
+        inp = workdir / "in"
+        (inp / CHILD_DIR).mkdir(parents=True)
+        (inp / STIMULUS_FILE).write_text(text)
+        (inp / f"{HARNESS_MODULE}.py").write_text(HARNESS)
         for name, source in CHILD:
-            (run / CHILD_DIR / name).write_text(source)
-        result, status = _run_once(task, cfg, binary, workdir, _env(run, amap, opts, cfg))
+            (inp / CHILD_DIR / name).write_text(source)
+        result, status = _run_once(task, cfg, binary, workdir, _env(inp, amap, opts, cfg))
         if status is None and result.status == "runtime_error":
             tail = [ln for ln in result.run_log.splitlines() if ln.strip()][-1:] or ["no output"]
             result.status = "harness_error"
