@@ -5,15 +5,20 @@
 - A few KB of macros or nested generate loops cost tens of seconds and hundreds of MB of trusted
   CPU in the scoring process; the checks now run in a child under simulator.check_timeout_s /
   check_mem_mb, and going over is the sample's one-line `rejected`.
+- Issue 57: check_timeout_s bounds all of a sample's checks together (Verilator's tree dump
+  included), and the build's Verilator run beside them stops when they refuse the sample.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import resource
+import time
 
 import pytest
 
 from chorus.sim import SimConfig, simulate
+from chorus.sim.pool import evaluate_many
 from chorus.sim.json_tree import loads
 from chorus.core.task import Task
 from helpers import counter_tb
@@ -71,6 +76,22 @@ GENERATE_TB = counter_tb("    repeat (3) @(posedge clk);\n    $finish;", extra="
 """)
 
 
+# Issue 57's parse-tree bomb: 0.5 KB whose Verilator tree is hundreds of MB (4096 x 16 blocks of arrays).
+TREE_BOMB = counter_tb("    repeat (3) @(posedge clk);\n    $finish;", extra="""
+  for (genvar a = 0; a < 16; a++) begin : ga
+    for (genvar b = 0; b < 16; b++) begin : gb
+      for (genvar c = 0; c < 16; c++) begin : gc
+        for (genvar d = 0; d < 16; d++) begin : gd
+          logic [7:0] x [4];
+          assign x[0] = a + b;
+          assign x[1] = c - d;
+        end
+      end
+    end
+  end
+""")
+
+
 def test_json_tree_reads_any_depth_and_what_json_reads():
     deep = "[" * 200_000 + "]" * 200_000
     value = loads(deep)
@@ -115,10 +136,38 @@ def test_macro_expansion_is_bounded_by_the_memory_budget(counter_task, cfg):
 
 
 def test_nested_generate_loops_are_bounded_by_the_check_budget(counter_task, cfg):
-    cpu = own_cpu_s()
+    cpu, t = own_cpu_s(), time.monotonic()
     r = simulate(counter_task, GENERATE_TB, dataclasses.replace(cfg, check_timeout_s=3.0))
     assert r.status == "rejected", r.reason
     assert "simulator.check_timeout_s=3 s" in r.reason and "\n" not in r.reason
-    # (its wall clock still includes the build's own Verilator run beside the check: build_timeout_s)
     assert own_cpu_s() - cpu < 3
+    # the bound covers all of the checks, and the build's Verilator run beside them stops with them
+    assert time.monotonic() - t < 3 + 5
+
+
+@pytest.mark.slow
+def test_a_parse_tree_bomb_is_refused_within_the_check_budget(counter_task, cfg):
+    """At the default budget: Verilator stops writing the tree at an eighth of check_mem_mb (the
+    reader would need ~6x the file), and the build's own Verilator run beside the check stops with it."""
+    simulate(counter_task, counter_tb("    $finish;"), cfg)  # the runtime objects of a fresh cache: built once
+    t = time.monotonic()
+    r = simulate(counter_task, TREE_BOMB, cfg)
+    assert r.status == "rejected" and "parse tree is over 64 MB" in r.reason, r.reason
+    assert "simulator.check_mem_mb=512 MB" in r.reason and "\n" not in r.reason
+    assert time.monotonic() - t < cfg.check_timeout_s + 5
+
+
+@pytest.mark.slow
+def test_two_bombs_in_a_pool_leave_the_honest_jobs_results_alone(counter_task, cfg):
+    honest = [counter_tb(f"    repeat ({k}) @(posedge clk);\n    $finish;") for k in (1, 3, 6, 9, 14, 20)]
+    alone = [simulate(counter_task, tb, cfg) for tb in honest]
+    jobs = [honest[0], GENERATE_TB, honest[1], honest[2], TREE_BOMB, *honest[3:]]
+    t = time.monotonic()
+    pooled = evaluate_many([(counter_task, tb) for tb in jobs], cfg, workers=2, fn=simulate)
+    assert time.monotonic() - t < 2 * (cfg.check_timeout_s + 5)
+    # (at the default budget the five-deep nest runs Verilator out of memory: the testbench's compile_error)
+    assert [r.status for r in pooled] == ["ok", "compile_error", "ok", "ok", "rejected", "ok", "ok", "ok"]
+    same = [(r.status, r.report.to_dict()) for r in pooled if r.status == "ok"]
+    assert same == [(r.status, r.report.to_dict()) for r in alone]
+    assert len({d["overall"] for _, d in same}) > 1  # the honest jobs differ: each got its own result
 

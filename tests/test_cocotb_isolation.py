@@ -147,7 +147,7 @@ attempt("chmod_run_dir", lambda: osd["chmod"](".", 0))
         assert SECRET not in attacked.run_log + attacked.reason
         assert not (tmp_path / "pwned.txt").exists() and not (cwd / "pwned.txt").exists()
         assert_same_coverage(attacked, honest)
-        assert json.loads((cwd / "status.json").read_text())["isolation"]["landlock_abi"] >= 1
+        assert json.loads((cwd.parent / "out" / "status.json").read_text())["isolation"]["landlock_abi"] >= 1
     finally:
         shutil.rmtree(cwd.parent, ignore_errors=True)
 

@@ -11,6 +11,7 @@ import functools
 import hashlib
 import shlex
 import shutil
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,13 +118,15 @@ def build_jail(cfg: SimConfig, cache_root: Path, read: tuple[Path, ...], write: 
 def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_top: str,
           defines: dict[str, str], cache_root: Path, naive: bool = False, prefix: str = PREFIX,
           main: Path | None = None, extra_args: tuple[str, ...] = (),
-          extra_objects: tuple[Path, ...] = (), gate: Callable[[], bool] | None = None) -> BuildOutcome:
+          extra_objects: tuple[Path, ...] = (), gate: Callable[[], bool] | None = None,
+          cancel: threading.Event | None = None) -> BuildOutcome:
     """Verilate and compile `sources` (paths relative to workdir/design) into workdir/obj/sim.
 
     `main` replaces chorus's driver (e.g. cocotb's VPI main), `extra_args` go to Verilator and
     `extra_objects` join the prebuilt runtime objects (e.g. the VPI ones a --vpi build needs).
     `gate`, when given, is asked after Verilator and before any C++ is compiled: False stops the
-    build there (status "stopped"), so Verilator can run while a check of the same sources does."""
+    build there (status "stopped"), so Verilator can run while a check of the same sources does;
+    `cancel`, once set (the check failed), stops Verilator at once."""
     design, obj, host = workdir / "design", workdir / "obj", workdir / "host"
     main = main or main_source()
     # The C++ main lives in a dir of its own, never beside the task's files: the main's quoted
@@ -150,7 +153,9 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     jail = build_jail(cfg, cache_root, (design, host, *kit_dirs, *(o.parent for o in extra_objects)), writable)
     quota = (cfg.build_write_mb, (obj,))  # everything the build writes, in total (not only per file)
     v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=log_v, mem_mb=mem,
-                    file_mb=fsz, jail=jail, disk_quota=quota)
+                    file_mb=fsz, jail=jail, disk_quota=quota, cancel=cancel)
+    if cancel is not None and cancel.is_set():
+        return BuildOutcome("stopped", "stopped: the sources' check did not pass", v.log, v.seconds)
     if v.setup_error:
         return BuildOutcome("harness_error", f"isolation could not be set up: {v.setup_error}", v.log, v.seconds)
     if v.over_disk:

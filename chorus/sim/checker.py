@@ -4,9 +4,11 @@ Reading a hostile testbench is work the testbench chooses: 3.6 KB of macros expa
 that pyslang parses and chorus walks node by node (measured: 24 s of CPU in the scoring process),
 and 1 KB of nested generate loops makes Verilator's `--json-only` tree of it hundreds of MB (several
 seconds and ~500 MB to read and walk). So both readings run here, in a fresh Python process (never
-a fork of the scoring process, which has threads) under `simulator.check_timeout_s` (wall clock
-and CPU) and `simulator.check_mem_mb` (address space it may grow by after start-up); over either,
-the sample is charged with a one-line reason naming the setting, and only the child dies.
+a fork of the scoring process, which has threads) under `simulator.check_mem_mb` (address space it
+may grow by after start-up) and the sample's Deadline: `simulator.check_timeout_s` of wall clock
+(and as much CPU) for all of its checks together, from the preprocessor to the walk of Verilator's
+tree; over either, the sample is charged with a one-line reason naming the setting, and only the
+child dies.
 
 - `review`: the pyslang part of simulate.checked_testbench (raw-text refusals, parse, the checks,
   top modules, $stop rewritten).
@@ -25,7 +27,9 @@ import json
 import os
 import resource
 import sys
+import time
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import chorus
@@ -39,6 +43,26 @@ _CACHE: OrderedDict[str, dict] = OrderedDict()
 # and this ceiling only backs it up should the child fail to set its own limit.
 _STARTUP_MB = 2048
 _PACKAGE_ROOT = str(Path(chorus.__file__).resolve().parent.parent)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When the safety checks of one sample must be done: `timeout_s` (simulator.check_timeout_s)
+    from their start, over all of their work, whatever step it is in: each step (a jailed Verilator
+    run, a child process) gets only the time left."""
+    timeout_s: float
+    start: float = field(default_factory=time.monotonic)
+
+    def left(self) -> float:
+        return self.timeout_s - (time.monotonic() - self.start)
+
+    @property
+    def passed(self) -> bool:
+        return self.left() <= 0.0
+
+    @property
+    def reason(self) -> str:
+        return f"the safety checks took longer than simulator.check_timeout_s={self.timeout_s:g} s"
 
 
 def content_key(*parts) -> str:
@@ -62,17 +86,21 @@ def remember(kind: str, key, cfg: SimConfig, answer: dict) -> dict:
     return answer
 
 
-def run_check(kind: str, payload: dict, cfg: SimConfig, scratch: Path, key=None) -> dict:
-    """The child's answer for `kind` on `payload`, or {"over_budget": reason} when it exceeded
-    simulator.check_timeout_s / check_mem_mb or died. `key`: the content the answer depends on
-    (cached under it); None: not cached."""
+def run_check(kind: str, payload: dict, cfg: SimConfig, scratch: Path, key=None,
+              deadline: Deadline | None = None) -> dict:
+    """The child's answer for `kind` on `payload`, or {"over_budget": reason} when it went past the
+    deadline (default: simulator.check_timeout_s from now) or check_mem_mb, or died. `key`: the
+    content the answer depends on (cached under it); None: not cached."""
     if key is not None and (hit := recall(kind, key, cfg)) is not None:
         return hit
-    answer = _run_child(kind, payload, cfg, scratch)
+    deadline = deadline or Deadline(cfg.check_timeout_s)
+    if deadline.passed:  # nothing is learnt about this step's content: not cached
+        return {"over_budget": deadline.reason}
+    answer = _run_child(kind, payload, cfg, scratch, deadline)
     return answer if key is None else remember(kind, key, cfg, answer)
 
 
-def _run_child(kind: str, payload: dict, cfg: SimConfig, scratch: Path) -> dict:
+def _run_child(kind: str, payload: dict, cfg: SimConfig, scratch: Path, deadline: Deadline) -> dict:
     scratch.mkdir(parents=True, exist_ok=True)
     src, dst = scratch / f"check-{kind}.in.json", scratch / f"check-{kind}.out.json"
     src.write_text(json.dumps(payload))
@@ -80,9 +108,9 @@ def _run_child(kind: str, payload: dict, cfg: SimConfig, scratch: Path) -> dict:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": _PACKAGE_ROOT,
            "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
     out_mb = 16 + (len(payload.get("text", "")) >> 19)  # the rewritten text comes back: 2x its size
-    budget = f"simulator.check_timeout_s={cfg.check_timeout_s:g} s"
+    left = deadline.left()
     r = run_limited([sys.executable, "-m", "chorus.sim.checker", kind, str(src), str(dst), str(cfg.check_mem_mb)],
-                    cwd=scratch, env=env, timeout_s=cfg.check_timeout_s, cpu_s=cfg.check_timeout_s + 1,
+                    cwd=scratch, env=env, timeout_s=left, cpu_s=left + 1,
                     log_path=scratch / f"check-{kind}.log", mem_mb=_STARTUP_MB + cfg.check_mem_mb, file_mb=out_mb)
     try:
         answer = json.loads(dst.read_text()) if r.returncode == 0 and not r.timed_out else None
@@ -93,11 +121,11 @@ def _run_child(kind: str, payload: dict, cfg: SimConfig, scratch: Path) -> dict:
     if isinstance(answer, dict):
         return answer
     if r.timed_out or r.signal in (9, 24):  # wall clock, or SIGKILL / SIGXCPU from the CPU limit
-        return {"over_budget": f"the check took longer than {budget}"}
+        return {"over_budget": deadline.reason}
     if "MemoryError" in r.log or "bad_alloc" in r.log:
         return {"over_budget": f"the check needed more than simulator.check_mem_mb={cfg.check_mem_mb} MB"}
-    return {"over_budget": f"the check stopped (exit {r.returncode}, signal {r.signal}); "
-                           f"over {budget} or simulator.check_mem_mb={cfg.check_mem_mb} MB?"}
+    return {"over_budget": f"the check stopped (exit {r.returncode}, signal {r.signal}); over "
+                           f"simulator.check_timeout_s={cfg.check_timeout_s:g} s or check_mem_mb={cfg.check_mem_mb} MB?"}
 
 
 # ---------------------------------------------------------------- the child's side

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .build import build_jail, define_args, verilator_errors
+from .checker import Deadline
 from .config import SimConfig
 from .process import run_limited
 from .toolchain import Toolchain
@@ -35,7 +36,11 @@ class Preprocessed:
 
 
 def preprocess(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, rtl_sources: list[str],
-               tb_rel: str, defines: dict[str, str]) -> Preprocessed:
+               tb_rel: str, defines: dict[str, str], deadline: Deadline | None = None) -> Preprocessed:
+    """The preprocessed design and testbench; the first of a sample's safety checks, so within
+    `deadline` (checker.Deadline) when one is given."""
+    if deadline is not None and deadline.passed:
+        return Preprocessed(status="refused", reason=deadline.reason)
     design, out = workdir / "design", workdir / "out"
     token = f"chorus_sentinel_{secrets.token_hex(12)}"
     sentinel = f"verif/{token}.sv"
@@ -45,12 +50,16 @@ def preprocess(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, r
     limit_mb = max(1, cfg.max_testbench_kb * EXPANSION_FACTOR // 1024) + 2 * rtl_mb + 16
     cmd = [str(tc.verilator), "-E", *define_args(defines), *rtl_sources, sentinel, tb_rel]
     pre = out / "preprocessed.sv"
-    r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=min(60.0, cfg.build_timeout_s), log_path=out / "pre.log",
+    own_limit = min(60.0, cfg.build_timeout_s)
+    timeout_s = min(own_limit, deadline.left()) if deadline is not None else own_limit
+    r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=timeout_s, log_path=out / "pre.log",
                     mem_mb=cfg.mem_limit_mb, file_mb=limit_mb, stdout_path=pre,
                     jail=build_jail(cfg, cache_root, (design,), ()))
     (design / sentinel).unlink()
     if r.setup_error:
         return Preprocessed(status="setup", reason=f"isolation could not be set up: {r.setup_error}")
+    if r.timed_out and timeout_s < own_limit:
+        return Preprocessed(status="refused", reason=deadline.reason + " (in the preprocessor)", log=r.log)
     if r.timed_out:
         return Preprocessed(status="timeout", reason="the preprocessor did not finish (macros that never end?)",
                             log=r.log)

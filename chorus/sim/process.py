@@ -50,7 +50,7 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
                 mem_mb: int, file_mb: int, cpu_s: float | None = None, jail: Jail | None = None,
                 pass_fds: tuple[int, ...] = (), stdout_path: Path | None = None,
                 disk_quota: tuple[int, tuple[Path, ...]] | None = None, progress: Path | None = None,
-                total_timeout_s: float | None = None) -> RunOutcome:
+                total_timeout_s: float | None = None, cancel: threading.Event | None = None) -> RunOutcome:
     """Run `cmd` in its own process group with rlimits, isolated by `jail`; kill the whole
     tree on timeout. Returns only when every process of the command has exited.
 
@@ -62,9 +62,11 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
 
     `progress` (a file the command appends to as it finishes pieces of work, e.g. the programs of a
     batch): `timeout_s` then limits each piece, the time the file goes without growing, and
-    `total_timeout_s` the whole command."""
+    `total_timeout_s` the whole command.
+
+    `cancel`: once set (by another thread), the tree is killed; the caller knows why."""
     over_disk, done = threading.Event(), threading.Event()
-    whole_s = total_timeout_s or timeout_s
+    whole_s = max(0.001, total_timeout_s or timeout_s)  # a limit already spent still ends the command
 
     keeper = jail is None or jail.mode == "off"
     if keeper:
@@ -120,6 +122,8 @@ def run_limited(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: fl
             if progress is not None:
                 threading.Thread(target=_watch_stall, daemon=True, args=(
                     progress, timeout_s, proc.pid, fired, done)).start()
+            if cancel is not None:
+                threading.Thread(target=_watch_cancel, daemon=True, args=(cancel, proc.pid, done)).start()
             if disk_quota is not None:
                 threading.Thread(target=_watch_disk, daemon=True, args=(
                     disk_quota[1], disk_quota[0] << 20, proc.pid, over_disk, done)).start()
@@ -171,6 +175,13 @@ def _watch_stall(path: Path, limit_s: float, pid: int, fired: threading.Event, d
             size, since = now_size, time.monotonic()
         elif time.monotonic() - since > limit_s:
             fired.set()
+            _killpg(pid)
+            return
+
+
+def _watch_cancel(cancel: threading.Event, pid: int, done: threading.Event) -> None:
+    while not done.is_set():
+        if cancel.wait(STALL_POLL_S):
             _killpg(pid)
             return
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -86,25 +87,40 @@ def _simulate_uncached(task: Task, testbench: str, cfg: SimConfig, tc, root: Pat
             return refused
         (design / tb_name).parent.mkdir(parents=True, exist_ok=True)
         (design / tb_name).write_text(testbench)
-        checked = checked_testbench(task, tc, cfg, root, workdir, sources, tb_name)
+        stated = stated_design(task, tc, cfg, root)  # the design's own (once per design): not the sample's time
+        # Every safety check of this sample, from the preprocessor to the walk of Verilator's tree,
+        # must be done within simulator.check_timeout_s.
+        deadline = checker.Deadline(cfg.check_timeout_s)
+        checked = checked_testbench(task, tc, cfg, root, workdir, sources, tb_name, deadline)
         if isinstance(checked, SimResult):
             return checked
-        text, tb_top, units, unparsed = checked
-        stated = stated_design(task, tc, cfg, root)
         if isinstance(stated, SimResult):
             return stated
+        text, tb_top, units, unparsed = checked
         dut = DutSpec(task.top, design_sources(task), stated)
         (design / tb_name).write_text(text)  # build exactly the text that was checked
         sources.append(tb_name)
         # The AST check and the build's Verilator run side by side (both only read the sources); the
-        # build compiles C++ only once the check has passed, and a failed check decides the result.
-        with ThreadPoolExecutor(max_workers=1) as checker:
-            checking = checker.submit(check_ast, tc, cfg, root, workdir, sources, tb_top, task.defines,
-                                      set(units.declared), bool(task.meta.get(TRUSTED)), cfg.allow_dut_writes, dut)
+        # build compiles C++ only once the check has passed, a failed check stops it at once, and
+        # decides the result.
+        refused = threading.Event()
+
+        def check_sources():
+            verdict = None
+            try:
+                verdict = check_ast(tc, cfg, root, workdir, sources, tb_top, task.defines, set(units.declared),
+                                    bool(task.meta.get(TRUSTED)), cfg.allow_dut_writes, dut, deadline)
+                return verdict
+            finally:
+                if verdict is None or verdict.status != "ok":
+                    refused.set()
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            checking = pool.submit(check_sources)
             try:
                 b = None if unparsed else build(tc, cfg, workdir, sources, tb_top, task.defines, root,
                                                 naive=cfg.naive_build,
-                                                gate=lambda: checking.result().status == "ok")
+                                                gate=lambda: checking.result().status == "ok", cancel=refused)
             except RuntimeBuildError as exc:
                 b = SimResult("harness_error", str(exc).splitlines()[0])
             verdict = checking.result()
@@ -149,10 +165,12 @@ def _ast_result(task: Task, tc, cfg: SimConfig, root: Path, verdict) -> SimResul
 
 
 def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path, sources: list[str],
-                      tb_name: str) -> tuple[str, str, safety.DesignUnits, str | None] | SimResult:
+                      tb_name: str, deadline: checker.Deadline | None = None
+                      ) -> tuple[str, str, safety.DesignUnits, str | None] | SimResult:
     """The preprocessed testbench, its top module and the design's units, or the result that
-    stops the run here."""
-    pre = preprocess(tc, cfg, root, workdir, sources, tb_name, task.defines)
+    stops the run here; within `deadline` (default: simulator.check_timeout_s from now)."""
+    deadline = deadline or checker.Deadline(cfg.check_timeout_s)
+    pre = preprocess(tc, cfg, root, workdir, sources, tb_name, task.defines, deadline)
     if pre.status == "setup":
         return SimResult("harness_error", pre.reason)
     if pre.status in ("too_large", "refused"):
@@ -168,7 +186,7 @@ def checked_testbench(task: Task, tc, cfg: SimConfig, root: Path, workdir: Path,
     payload = {"text": pre.testbench, "name": tb_name, "allow_dut_writes": cfg.allow_dut_writes,
                "design": {"declared": sorted(design.declared), "instantiated": sorted(design.instantiated),
                           "host_access": design.host_access, "modules": sorted(design.modules)}}
-    answer = checker.run_check("review", payload, cfg, workdir / "out", key=payload)
+    answer = checker.run_check("review", payload, cfg, workdir / "out", key=payload, deadline=deadline)
     if "over_budget" in answer:
         return SimResult("rejected", answer["over_budget"])
     if "rejected" in answer:

@@ -57,33 +57,37 @@ class DutSpec:
 
 def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, sources: list[str], top: str,
               defines: dict[str, str], design_units: set[str], trusted_rtl: bool,
-              allow_dut_writes: bool = False, dut: DutSpec | None = None) -> AstVerdict:
-    """Verilator's parse of `sources` (jailed, within simulator.check_timeout_s), its tree read and
-    judged in a child under the check budget (checker.judge_tree); cached by the sources' content.
-    With `dut`, every instance of the DUT must be the design as the task states it (dut_parameters:
-    the child returns the instances' signatures, the stated design's are elaborated here)."""
+              allow_dut_writes: bool = False, dut: DutSpec | None = None,
+              deadline: checker.Deadline | None = None) -> AstVerdict:
+    """Verilator's parse of `sources` (jailed), its tree read and judged in a child under the check
+    budget (checker.judge_tree), both before `deadline` (default: simulator.check_timeout_s from
+    now); cached by the sources' content. With `dut`, every instance of the DUT must be the design
+    as the task states it (dut_parameters: the child returns the instances' signatures, the stated
+    design's are elaborated here)."""
     design, out = workdir / "design", workdir / "out"
     key = (tc.version, [(s, (design / s).read_text(errors="replace")) for s in sources], top, sorted(defines.items()),
            sorted(design_units), trusted_rtl, allow_dut_writes, list(cfg.extra_verilator_flags),
            (dut.top, sorted(dut.sources)) if dut else None)
     if (hit := checker.recall("ast", key, cfg)) is not None:
         return _as_specified(AstVerdict(hit["status"], hit["reason"]), hit.get("duts"), dut)
+    deadline = deadline or checker.Deadline(cfg.check_timeout_s)
+    if deadline.passed:
+        return AstVerdict("over_budget", deadline.reason)
     ast_dir = workdir / "ast"
     ast_dir.mkdir(exist_ok=True)
     cmd = json_only_command(tc, cfg, ast_dir, top, defines, sources)
-    # The tree is read into memory: a file past a quarter of the reader's budget could not be.
-    tree_mb = max(16, cfg.check_mem_mb // 4)
-    r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=min(cfg.check_timeout_s, cfg.build_timeout_s),
+    tree_mb = tree_limit_mb(cfg)
+    r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=min(deadline.left(), cfg.build_timeout_s),
                     log_path=out / "ast.log", mem_mb=cfg.mem_limit_mb, file_mb=tree_mb,
                     jail=build_jail(cfg, cache_root, (design,), (ast_dir,)))
     if r.setup_error:
         return AstVerdict("setup", f"isolation could not be set up: {r.setup_error}")
     if r.timed_out:
-        return _remember(key, cfg, AstVerdict("over_budget", "Verilator's parse took longer than "
-                                              f"simulator.check_timeout_s={cfg.check_timeout_s:g} s", r.log))
-    if r.signal == signal.SIGXFSZ:
+        return _remember(key, cfg, AstVerdict("over_budget", deadline.reason + " (in Verilator's parse)", r.log))
+    if r.signal == signal.SIGXFSZ or _size(ast_dir / "Vast.tree.json") >= tree_mb << 20:
+        # Verilator catches SIGXFSZ and exits with an error of its own: the file at its limit says it
         return _remember(key, cfg, AstVerdict("over_budget", f"Verilator's parse tree is over "
-                                              f"{tree_mb} MB (a quarter of simulator.check_mem_mb="
+                                              f"{tree_mb} MB (an eighth of simulator.check_mem_mb="
                                               f"{cfg.check_mem_mb} MB)", r.log))
     if r.signal is not None or r.returncode != 0:
         errors = verilator_errors(r.log)
@@ -95,13 +99,28 @@ def check_ast(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, so
                                               "design_units": sorted(design_units), "trusted_rtl": trusted_rtl,
                                               "allow_dut_writes": allow_dut_writes, "std_file": std_file,
                                               "dut": [dut.top, sorted(dut.sources)] if dut else None},
-                               cfg, out)
+                               cfg, out, deadline=deadline)
     if "over_budget" in answer:
         return _remember(key, cfg, AstVerdict("over_budget", "reading Verilator's parse tree: " + answer["over_budget"],
                                               r.log))
     verdict = _remember(key, cfg, AstVerdict(answer["status"], answer["reason"],
                                              r.log if answer["status"] != "ok" else ""), answer.get("duts"))
     return _as_specified(verdict, answer.get("duts"), dut)
+
+
+def tree_limit_mb(cfg: SimConfig) -> int:
+    """The largest parse tree Verilator may write. The tree is read into memory and walked, at about
+    six times its size (measured: a 10.9 MB tree grew the reader by 61 MB), so a tree past an eighth of
+    the reader's budget could not be judged: Verilator stops at this size instead of the reader
+    failing after seconds of work."""
+    return max(16, cfg.check_mem_mb // 8)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _remember(key, cfg: SimConfig, verdict: AstVerdict, duts: list | None = None) -> AstVerdict:
