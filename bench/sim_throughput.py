@@ -1,6 +1,6 @@
 """Simulator throughput, measured side by side in one run on the same machine.
 
-    python bench/sim_throughput.py [--tasks N] [--naive-tasks K] [--workers W] [--per-task S]
+    python bench/sim_throughput.py [--tasks N] [--naive-tasks K] [--workers W] [--per-task S] [--parts P]
 
 "Old path" below is today's code with the speed-ups of issue 26 switched off in-process (`old_path`
 and clang=False): Verilator's runtime objects at the models' -O0, chorus's driver compiled in every
@@ -235,17 +235,23 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--per-task", type=int, default=16, help="random programs per generated task (part 3)")
     ap.add_argument("--generated-per-family", type=int, default=2)
+    ap.add_argument("--parts", default="testbench,isolation,formats",
+                    help="which parts to run, comma-separated (e.g. --parts formats)")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
     tasks = [t for t in load_bundled() if t.reference_tb]
     tasks = tasks[: args.tasks] if args.tasks else tasks
     new = SimConfig(cache=False, cache_dir=tempfile.mkdtemp(prefix="chorus-bench-"))
-    old = SimConfig(cache=False, cache_dir=tempfile.mkdtemp(prefix="chorus-bench-old-"), clang=False)
+    old = SimConfig(cache=False, cache_dir=tempfile.mkdtemp(prefix="chorus-bench-old-"), clang=False, harness_opt="-O0")
     tc = find_toolchain()
     print(f"verilator: {tc.version}; ccache: {tc.ccache or 'absent'}; linker flag: "
           f"{build.fast_linker(tc) or 'default'}; tasks: {len(tasks)}")
-    testbench_part(tasks, new, old, args)
-    isolation_part(tasks, new)
-    formats_part(new, old, args)
+    if "testbench" in parts:
+        testbench_part(tasks, new, old, args)
+    if "isolation" in parts:
+        isolation_part(tasks, new)
+    if "formats" in parts:
+        formats_part(new, old, args)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,29 @@ def test_malformed_vectors_name_the_line_and_fix(task, text, message):
     assert str(info.value).startswith("line 2:")
 
 
+def test_the_one_pass_reading_of_plain_lines_agrees_with_the_item_by_item_one(task):
+    """parse_vectors reads a line of render_vectors' shape in one pass; the same line with commas
+    (which that pass never takes) goes item by item: both must give the same program, or the same error."""
+    import random
+
+    rng = random.Random(7)
+    names = [a.alias for a in alias_map(task).inputs] + ["rst_n", "in9", "q"]
+    for _ in range(400):
+        items = []
+        for _ in range(rng.randint(1, 5)):
+            v = rng.choice([str(rng.randint(0, 999)), hex(rng.getrandbits(rng.randint(1, 40))), "007", "0x" + "f" * 300])
+            items.append(f"{rng.choice(names)}={v}")
+        repeat = rng.choice(["", f" x{rng.randint(0, 40)}"])
+        plain, commas = " ".join(items) + repeat, ", ".join(items) + repeat
+        got = []
+        for text in (plain, commas):
+            try:
+                got.append(parse_vectors(text, alias_map(task)).steps)
+            except VectorsError as exc:
+                got.append(str(exc))
+        assert got[0] == got[1], (plain, got)
+
+
 def test_expand_draws_random_values_from_the_seed_and_folds_reset(task):
     amap = alias_map(task)
     p = Program([Step((("rst_n", 0),), 2), Step((("in1", RANDOM),), 3), Step((("in0", 9),), 1)])

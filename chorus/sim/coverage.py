@@ -11,6 +11,7 @@ of the metric types that have items in the DUT instance's subtree, where
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -53,6 +54,14 @@ def parse_coverage_text(text: str) -> list[Point]:
 
 
 def _point(key: str, count: int) -> Point:
+    file, line, type_, comment, hier, source_lines, module = _key_fields(key)
+    return Point(file=file, line=line, type=type_, comment=comment, hier=hier, count=count,
+                 source_lines=source_lines, module=module)
+
+
+# Every run of one design writes the same keys (only the counts change): each is split once.
+@functools.lru_cache(maxsize=1 << 15)
+def _key_fields(key: str) -> tuple[str, int, str, str, str, str, str]:
     fields = {}
     for part in key.split("\x01")[1:]:
         name, _, value = part.partition("\x02")
@@ -63,8 +72,8 @@ def _point(key: str, count: int) -> Point:
         line = 0
     # page is `v_<type>/<module>`: Verilator names the module itself, whatever `line says.
     module = fields.get("page", "").partition("/")[2]
-    return Point(file=fields.get("f", ""), line=line, type=fields.get("t", ""), comment=fields.get("o", ""),
-                 hier=fields.get("h", ""), count=count, source_lines=fields.get("S", ""), module=module)
+    return (fields.get("f", ""), line, fields.get("t", ""), fields.get("o", ""), fields.get("h", ""),
+            fields.get("S", ""), module)
 
 
 def merge_points(*point_lists: Iterable[Point]) -> list[Point]:

@@ -42,6 +42,7 @@ class DesignFacts:
         return any(source_name(m.file) == file and m.start <= line <= m.end for m in self.spans_of(module))
 
 
+@functools.lru_cache(maxsize=4096)
 def source_name(name: str) -> str:
     """One spelling per source file: coverage points name a file as Verilator was given it."""
     return posixpath.normpath(name)

@@ -2,7 +2,7 @@
 
 The simulated process is untrusted (it runs the testbench's compiled code). It gets a fresh
 tmpfs as its working directory (its whole disk: simulator.run_write_mb, plus room for the coverage
-the driver reserves) and may read only the toolchain, its binary and its inputs; what its files
+the driver stages there) and may read only the toolchain, its binary and its inputs; what its files
 held when it ended, with its output, is judged against that budget. Coverage and status come back through one descriptor that chorus opened
 before the jail started, as one frame written at the very end (csrc/chorus_main.cpp); they are
 read only after the jail reports the whole process tree dead. A run that ends by a signal is
@@ -30,9 +30,6 @@ from .toolchain import solver_env
 _HEAD = re.compile(rb"chorus-result 1\nstatus (\{[^\n]{0,400}\})\ncoverage (\d{1,10})\n")
 _BEGIN = re.compile(rb"begin (\d{1,9})\n")
 RESULT_FILE = "result"
-# The scratch tmpfs holds the budget, the 4 MB the driver reserves for coverage (csrc/chorus_main.cpp:
-# kReserve) and 1 MB more, so a run that fills it is over its budget, and is seen to be.
-SCRATCH_SLACK_MB = 5
 
 
 @dataclass
@@ -99,8 +96,10 @@ def jail_for(cfg: SimConfig, cache_root: Path, policy: Policy) -> Jail:
 
 def scratch_policy(cfg: SimConfig, run: Path, read: tuple[str, ...], write: tuple[str, ...] = ()) -> Policy:
     """What a run may touch (every format): read the toolchain and `read`, write `write` (files the
-    caller reads afterwards) and its working directory `run`, a fresh tmpfs of the run's write budget."""
-    return Policy(read=read, write=write, scratch=str(run), quota_mb=cfg.run_write_mb + SCRATCH_SLACK_MB,
+    caller reads afterwards) and its working directory `run`, a fresh tmpfs of the run's write budget
+    plus room for the coverage the driver stages there (one file: at most output_limit_mb) and 1 MB,
+    so a run that fills it is over its budget, and is seen to be."""
+    return Policy(read=read, write=write, scratch=str(run), quota_mb=cfg.run_write_mb + cfg.output_limit_mb + 1,
                   chdir=str(run), strict=True)
 
 

@@ -6,6 +6,7 @@ directory and executes the cached binary, which costs milliseconds instead of a 
 """
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import shutil
@@ -119,7 +120,8 @@ def _build_into(task, harness_sv, cfg, tc, root, binary: Path) -> SimResult | No
         if (refused := untrusted_rtl_in_harness(task, tc, cfg, root, workdir, [*sources, HARNESS_FILE], top)):
             return refused
         try:
-            b = build(tc, cfg, workdir, [*sources, HARNESS_FILE], top, task.defines, root)
+            b = build(tc, dataclasses.replace(cfg, opt=cfg.harness_opt), workdir, [*sources, HARNESS_FILE], top,
+                      task.defines, root)
         except RuntimeBuildError as exc:
             return SimResult("harness_error", str(exc).splitlines()[0])
         if b.status != "ok":

@@ -99,17 +99,44 @@ def _alias_names(amap: AliasMap) -> str:
     return ", ".join(names) if names else "none"
 
 
+# A line of the common shape (what render_vectors writes): `name=value` items with hex or decimal
+# values, one space apart, and an optional repeat. It is read in one pass; any other line goes item
+# by item below, which reads these the same way (and names what is wrong with the rest).
+_PLAIN_VALUE = r"(?:0x[0-9a-f]{1,256}|[0-9]{1,1024})"
+_PLAIN_LINE = re.compile(rf"(?:[a-z_][a-z0-9_]*={_PLAIN_VALUE} )*[a-z_][a-z0-9_]*={_PLAIN_VALUE}(?: x([0-9]{{1,9}}))?")
+_PLAIN_ITEM = re.compile(rf"([a-z_][a-z0-9_]*)=({_PLAIN_VALUE})")
+
+
+def _plain_line(line: str, masks: dict[str, int]) -> tuple[dict, int] | None:
+    """(assignments, cycles) of a line of the common shape whose names are all drivable, else None."""
+    m = _PLAIN_LINE.fullmatch(line)
+    if m is None:
+        return None
+    pairs = _PLAIN_ITEM.findall(line)
+    assigns = {name: (int(value, 16) if value[1:2] == "x" else int(value)) & masks.get(name, 0)
+               for name, value in pairs}
+    if len(assigns) != len(pairs) or not masks.keys() >= assigns.keys():
+        return None  # an input set twice, or an unknown alias (the item-by-item reading names it)
+    return assigns, int(m.group(1)) if m.group(1) else 1
+
+
 def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Program:
     drivable = amap.drivable
+    masks = {name: (1 << a.width) - 1 for name, a in drivable.items()}
     steps, total = [], 0
     for n, raw in enumerate((text or "").splitlines(), 1):
         line = raw.split("#", 1)[0].split("//", 1)[0].strip().lower()
         if not line:
             continue
-        if _SPACED_ASSIGN.search(line):
-            line = _AROUND_ASSIGN.sub(r"\1", line)
-        items = [i for i in _ITEM_SPLIT.split(line) if i]
-        assigns, cycles, reset = {}, 1, False  # an input set twice on one line keeps its last value
+        if (plain := _plain_line(line, masks)) is not None:
+            assigns, cycles = plain
+            reset = False
+            items = ()
+        else:
+            if _SPACED_ASSIGN.search(line):
+                line = _AROUND_ASSIGN.sub(r"\1", line)
+            items = [i for i in _ITEM_SPLIT.split(line) if i]
+            assigns, cycles, reset = {}, 1, False  # an input set twice on one line keeps its last value
         for item in items:
             # An assignment first (most items are): no other kind of item holds `=` or `:`.
             if "=" in item or ":" in item:
@@ -124,7 +151,7 @@ def parse_vectors(text: str, amap: AliasMap, max_cycles: int = MAX_CYCLES) -> Pr
                     raise VectorsError(f"line {n}: cannot read value {value!r} for {name} "
                                        "(use 12, 0x1f, 0b101, 8'hff or ?)") from None
                 assigns.pop(name, None)
-                assigns[name] = v if v is RANDOM else v & ((1 << drivable[name].width) - 1)
+                assigns[name] = v if v is RANDOM else v & masks[name]
             elif _REPEAT.fullmatch(item):
                 cycles = int(item[1:])
             elif item in (".", "wait", "hold", "nop"):
