@@ -478,16 +478,16 @@ def test_a_run_over_its_write_budget_is_charged_and_nothing_is_left_behind(count
 @pytest.mark.slow
 @pytest.mark.parametrize("clang", [True, False], ids=["clang-if-present", "gcc"])
 def test_a_build_is_held_to_a_total_disk_quota_not_only_per_file(counter_task, cfg, work, clang):
-    """The build's files count together against simulator.build_write_mb; a build over it is the
+    """The build's files count together against simulator.disk_quota_mb; a build over it is the
     testbench's compile_error, and nothing stays. 6000 distinct $display lines make a build of ~4 MB
     (g++) or ~6.5 MB (clang), each file far below the per-file limit; an honest one is ~2.2 MB with
     the runtime objects it links. The total is summed when each build step ends as well as while it
     runs, so the verdict does not depend on how fast the machine compiles."""
     big = counter_tb("\n".join(f'    $display("row {k:05d} of the big testbench: %0d", q);' for k in range(6000))
                      + "\n" + BODY)
-    r = run(counter_task, big, cfg, build_write_mb=3, clang=clang)
-    assert r.status == "compile_error" and "build_write_mb=3 MB in total" in r.reason, (r.status, r.reason)
-    assert run(counter_task, HONEST_TB, cfg, build_write_mb=3, clang=clang).status == "ok"  # a small build fits
+    r = run(counter_task, big, cfg, disk_quota_mb=3, clang=clang)
+    assert r.status == "compile_error" and "disk_quota_mb=3 MB in total" in r.reason, (r.status, r.reason)
+    assert run(counter_task, HONEST_TB, cfg, disk_quota_mb=3, clang=clang).status == "ok"  # a small build fits
     assert_clean(work)
 
 

@@ -107,7 +107,7 @@ def classify_failure(log: str, returncode: int | None, signal: int | None) -> tu
 
 
 def _over_disk(cfg: SimConfig, step: str) -> str:
-    return f"{step} wrote more than simulator.build_write_mb={cfg.build_write_mb} MB in total for this testbench"
+    return f"{step} wrote more than simulator.disk_quota_mb={cfg.disk_quota_mb} MB in total for this testbench"
 
 
 def build_jail(cfg: SimConfig, cache_root: Path, read: tuple[Path, ...], write: tuple[Path, ...]) -> Jail:
@@ -151,7 +151,7 @@ def build(tc: Toolchain, cfg: SimConfig, workdir: Path, sources: list[str], tb_t
     kit_dirs = (kit.dir,) if kit else ()
     writable = (obj, *((Path(tc.ccache_dir),) if "OBJCACHE" in mvars and tc.ccache_dir else ()))
     jail = build_jail(cfg, cache_root, (design, host, *kit_dirs, *(o.parent for o in extra_objects)), writable)
-    quota = (cfg.build_write_mb, (obj,))  # everything the build writes, in total (not only per file)
+    quota = (cfg.disk_quota_mb, (obj,))  # everything the build writes, in total (not only per file)
     v = run_limited(cmd, cwd=design, env=env, timeout_s=cfg.build_timeout_s, log_path=log_v, mem_mb=mem,
                     file_mb=fsz, jail=jail, disk_quota=quota, cancel=cancel)
     if cancel is not None and cancel.is_set():

@@ -23,7 +23,7 @@ class SimConfig:
     # Everything one run may write (every format): its files, held by a tmpfs of this size as its
     # whole disk, and its output. A run over it is a runtime_error, its files gone, no coverage counted.
     run_write_mb: int = 256
-    build_write_mb: int = 256  # everything one build writes, in total (summed while it runs)
+    disk_quota_mb: int = 256  # everything one build writes, in total (summed while it runs)
     max_testbench_kb: int = 1024  # larger testbenches are rejected before any work
     allow_dut_writes: bool = False  # permit force/release/hierarchical writes into the DUT
     opt: str = "-O0"  # C++ optimisation of a testbench's model: built for one run, so compile time counts most
