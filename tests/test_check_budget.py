@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import resource
 import time
 
