@@ -124,8 +124,8 @@ def _run_child(kind: str, payload: dict, cfg: SimConfig, scratch: Path, deadline
         return {"over_budget": deadline.reason}
     if "MemoryError" in r.log or "bad_alloc" in r.log:
         return {"over_budget": f"the check needed more than simulator.check_mem_mb={cfg.check_mem_mb} MB"}
-    return {"over_budget": f"the check stopped (exit {r.returncode}, signal {r.signal}); over "
-                           f"simulator.check_timeout_s={cfg.check_timeout_s:g} s or check_mem_mb={cfg.check_mem_mb} MB?"}
+    return {"over_budget": f"the check stopped (exit {r.returncode}, signal {r.signal}); over simulator."
+                           f"check_timeout_s={cfg.check_timeout_s:g} s or check_mem_mb={cfg.check_mem_mb} MB?"}
 
 
 # ---------------------------------------------------------------- the child's side

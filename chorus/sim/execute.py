@@ -3,10 +3,11 @@
 The simulated process is untrusted (it runs the testbench's compiled code). It gets a fresh
 tmpfs as its working directory (its whole disk: simulator.run_write_mb, plus room for the coverage
 the driver stages there) and may read only the toolchain, its binary and its inputs; what its files
-held when it ended, with its output, is judged against that budget. Coverage and status come back through one descriptor that chorus opened
-before the jail started, as one frame written at the very end (csrc/chorus_main.cpp); they are
-read only after the jail reports the whole process tree dead. A run that ends by a signal is
-never `ok`, and a stream that is not exactly one well-formed frame is refused.
+held when it ended, with its output, is judged against that budget. Coverage and status come back
+through one descriptor that chorus opened before the jail started, as one frame written at the very
+end (csrc/chorus_main.cpp); they are read only after the jail reports the whole process tree dead.
+A run that ends by a signal is never `ok`, and a stream that is not exactly one well-formed frame is
+refused.
 """
 from __future__ import annotations
 
