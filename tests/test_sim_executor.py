@@ -156,3 +156,16 @@ def test_a_killed_run_leaves_no_worker_forkserver_or_command_behind(tmp_path):
     while ours() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ours() == []
+
+
+def _toolchain_found_before_the_job() -> int:
+    from chorus.sim.toolchain import find_toolchain
+
+    return find_toolchain.cache_info().currsize
+
+
+def test_workers_start_with_the_toolchain_found():
+    """The forkserver finds the toolchain once (sim/forkserver_warm.py): a worker of a new pool does not
+    run `verilator --version` again (~75 ms each, in every pool)."""
+    with LocalExecutor(1) as ex:
+        assert ex.submit(_toolchain_found_before_the_job).result() == 1

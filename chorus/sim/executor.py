@@ -61,7 +61,8 @@ class LocalExecutor:
         # The scoring jobs' module (and torch, which it imports) is loaded there once, so a worker never
         # dlopens a library after its fork: seen hanging for good in dlopen(torch) inside a worker whose
         # pyarrow jemalloc background thread held the allocator (a smoke pipeline in the full suite)
-        ctx.set_forkserver_preload(["__main__", "chorus.sim.forkserver_watch", "chorus.protocol.direct"])
+        ctx.set_forkserver_preload(["__main__", "chorus.sim.forkserver_watch", "chorus.protocol.direct",
+                                    "chorus.sim.forkserver_warm"])
         return ctx
 
     def _fresh(self, broken: ProcessPoolExecutor | None = None) -> ProcessPoolExecutor:
