@@ -1,10 +1,11 @@
 import importlib.util
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from chorus.sim import SimConfig
+from chorus.sim import SimConfig, workdirs
 from chorus.core.task import Task
 from helpers import AND2, COUNTER, PROMPT
 
@@ -58,6 +59,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in GPU_PATH:
             item.add_marker(pytest.mark.gpu_path)
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """Every chorus work dir of this test is created here, so leftovers can be seen."""
+    d = tmp_path / "work"
+    d.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(d))
+    workdirs.end_run()  # this test's run dir: in `work`
+    yield d
+    workdirs.end_run()
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,6 @@ import re
 import signal
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,17 +40,6 @@ WRITE_REASON = "writes into the DUT's internals"
 
 
 # ---------------------------------------------------------------- fixtures and helpers
-
-@pytest.fixture
-def work(tmp_path, monkeypatch):
-    """Every chorus work dir of this test is created here, so leftovers can be seen."""
-    d = tmp_path / "work"
-    d.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(d))
-    workdirs.end_run()  # this test's run dir: in `work`
-    yield d
-    workdirs.end_run()
-
 
 @pytest.fixture
 def cfg(cache_root, work) -> SimConfig:

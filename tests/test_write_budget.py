@@ -10,12 +10,11 @@ written: testbench, body, vectors (alone and in a batch) and cocotb. Real Verila
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 
 import pytest
 
 from chorus.core.task import Task
-from chorus.sim import SimConfig, workdirs
+from chorus.sim import SimConfig
 from chorus.stimulus.aliases import alias_map
 from chorus.stimulus.formats import FORMATS, render, score, score_many
 from chorus.stimulus.program import Program, Step
@@ -50,16 +49,6 @@ BUDGET = "simulator.run_write_mb=8 MB"
 def task() -> Task:
     return Task(id="scribe", spec=SPEC, rtl={"rtl/scribe.sv": SCRIBE}, top="scribe", instance="uut",
                 targets={"overall": 90.0})
-
-
-@pytest.fixture
-def work(tmp_path, monkeypatch):
-    d = tmp_path / "work"
-    d.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(d))
-    workdirs.end_run()
-    yield d
-    workdirs.end_run()
 
 
 @pytest.fixture

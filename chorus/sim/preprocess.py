@@ -36,10 +36,10 @@ class Preprocessed:
 
 
 def preprocess(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, rtl_sources: list[str],
-               tb_rel: str, defines: dict[str, str], deadline: Deadline | None = None) -> Preprocessed:
+               tb_rel: str, defines: dict[str, str], deadline: Deadline) -> Preprocessed:
     """The preprocessed design and testbench; the first of a sample's safety checks, so within
-    `deadline` (checker.Deadline) when one is given."""
-    if deadline is not None and deadline.passed:
+    `deadline` (checker.Deadline)."""
+    if deadline.passed:
         return Preprocessed(status="refused", reason=deadline.reason)
     design, out = workdir / "design", workdir / "out"
     token = f"chorus_sentinel_{secrets.token_hex(12)}"
@@ -51,7 +51,7 @@ def preprocess(tc: Toolchain, cfg: SimConfig, cache_root: Path, workdir: Path, r
     cmd = [str(tc.verilator), "-E", *define_args(defines), *rtl_sources, sentinel, tb_rel]
     pre = out / "preprocessed.sv"
     own_limit = min(60.0, cfg.build_timeout_s)
-    timeout_s = min(own_limit, deadline.left()) if deadline is not None else own_limit
+    timeout_s = min(own_limit, deadline.left())
     r = run_limited(cmd, cwd=design, env=tc.env(), timeout_s=timeout_s, log_path=out / "pre.log",
                     mem_mb=cfg.mem_limit_mb, file_mb=limit_mb, stdout_path=pre,
                     jail=build_jail(cfg, cache_root, (design,), ()))
