@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("entry",),  # what the Hydra entry points share at the start of main
     ("train",),  # the train job, which the pipeline's plan and the sweep tools compose through
     ("workflow",),  # the pipeline's plan and step runner: steps are chorus.train commands
-    ("evaluate", "analyze", "pipeline", "sweep_check"),
+    ("evaluate", "analyze", "pipeline", "sweep_check", "ingest"),
     ("sweep",),
 ]
 # Imports from a lower layer to a higher one that are allowed, each with its reason: (importer, imported)

@@ -42,6 +42,28 @@ class TasksConf:
 
 
 @dataclass
+class IngestOptions:
+    """How chorus.ingest turns a folder of designs into tasks (chorus/tasks/ingest.py); the pipeline's
+    `ingest` too."""
+    random_runs: int = 4  # uniform random programs measured per design; the best is the rule's baseline
+    random_cycles: int = 500  # cycles of each random program
+    # the target's place between random stimulus's best (0) and 100 % coverage (1)
+    target_fraction: float = 0.3333333333333333
+    target: Optional[float] = None  # a flat target (percent) for every design instead; a manifest's own wins
+    # shares of the designs per split, drawn from a hash of each design's name (never its position)
+    splits: Dict[str, float] = field(default_factory=lambda: {"train": 0.6, "validation": 0.2, "test": 0.2})
+    split_seed: int = 0  # another seed draws other splits (the same for the same names)
+    instance: str = "dut"  # the instance name testbenches must use, unless a manifest names one
+
+
+@dataclass
+class IngestConf(IngestOptions):
+    src: Optional[str] = None  # the folder: one design per subfolder, or one per top module at its root
+    out: Optional[str] = None  # the task file written (JSONL; load it with tasks=jsonl tasks.path=...)
+    simulator: Any = None
+
+
+@dataclass
 class PolicyConf:
     name: str = "reference"
     dir: Optional[str] = None  # policy=file
@@ -662,6 +684,7 @@ class EvaluateConf:
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="evaluate_schema", node=EvaluateConf)
+    cs.store(name="ingest_schema", node=IngestConf)
     cs.store(name="train_schema", node=TrainConf)
     cs.store(name="analyze_schema", node=AnalyzeConf)
     cs.store(name="pipeline_schema", node=PipelineConf)

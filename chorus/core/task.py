@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -78,12 +79,17 @@ class Task:
         return t
 
 
-def write_jsonl(tasks: Iterable[Task], path: Path) -> None:
+def write_jsonl(tasks: Iterable[Task], path: Path) -> Path:
+    """The task file, written whole or not at all (a temporary file renamed over it): a killed
+    writer never leaves half a file that reads as a finished one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
         for t in tasks:
             f.write(json.dumps(t.to_dict()) + "\n")
+    tmp.replace(path)
+    return path
 
 
 def iter_jsonl(path: Path, hint: str = "tasks.path=<file.jsonl>"):
