@@ -22,7 +22,10 @@ OPD_SETTINGS = [f.name for f in dataclasses.fields(OPDConf) if f.name != "name"]
 # budget of a sample): left out of run identity, so adding one keeps every existing run dir valid.
 BOOKKEEPING = ("job", "runs_dir", "run_tag", "logger", "hydra", "simulator.workers", "rl.resume", "rl.save_every",
                "rl.resume_every", "simulator.scoring_mem_mb", "simulator.scoring_cpu_s",
-               "simulator.check_timeout_s", "simulator.check_mem_mb", "plan_only", "plan_device_gib")
+               "simulator.check_timeout_s", "simulator.check_mem_mb", "plan_only", "plan_device_gib",
+               # how a teacher is reached, not what it answers (its completions are cached by what decides them)
+               *(f"sft_stage.teacher.{k}" for k in ("api_key_env", "api_concurrency", "api_max_retries", "api_backoff_s",
+                                                    "api_timeout_s", "api_cache", "threads")))
 # Groups that only set other settings (conf/experiment/): what they set is checked as composed.
 PRESETS = ("experiment",)
 COMMON = ("seed", "format", "simulator", "model", "pass_coverage")

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 from . import cli_help  # noqa: F401  registers the chorus_help resolver behind each job's --help
-from ..core.modes import AgenticStop, Difficulty, Engine, GenerationMode, InferenceCopyMode, \
+from ..core.modes import AgenticStop, CandidateSource, Difficulty, Engine, GenerationMode, InferenceCopyMode, \
     Launcher, LogMode, MissingRewards, Quality, RepairSource, Routed, Routing, SFTKind, Split, \
     TeacherSource, Unrouted
 from ..core.stats import N_BOOT
@@ -64,23 +64,20 @@ class IngestConf(IngestOptions):
 
 
 @dataclass
-class PolicyConf:
-    name: str = "reference"
-    dir: Optional[str] = None  # policy=file
-    engine: Engine = Engine.hf  # policy=model
-    generation: GenerationMode = GenerationMode.shared  # policy=model, engine=hf: shared | plain | static | auto (as rl's)
-    max_new_tokens: int = 512  # policy=model
-    temperature: float = 1.0  # policy=model
-    top_p: float = 1.0  # policy=model
-    top_k: int = 0  # policy=model
-    max_prompt_tokens: int = 3072  # policy=model
-    threads: int = 1  # policy=model on CPU: torch threads (the other core simulates)
-    quality: Quality = Quality.strong  # policy=reference on generated tasks
-    cycles: int = 500  # policy=random
-    seed: int = 0  # policy=random
-    # policy=model, engine=openai: an OpenAI-compatible server's /v1 root (transformers serve, vLLM, an API)
+class SamplerConf:
+    """A model sampled for stimulus through an engine: policy=model's settings, and an SFT stage's
+    teacher (sft_stage.teacher)."""
+    engine: Engine = Engine.hf
+    generation: GenerationMode = GenerationMode.shared  # engine=hf: shared | plain | static | auto (as rl's)
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_prompt_tokens: int = 3072
+    threads: int = 1  # engine=hf on CPU: torch threads (the other core simulates)
+    # engine=openai: an OpenAI-compatible server's /v1 root (transformers serve, vLLM, an API)
     api_base_url: Optional[str] = None
-    api_model: Optional[str] = None  # the served model's name (None: the resolved model.path)
+    api_model: Optional[str] = None  # the served model's name (None: the model's path)
     api_key_env: Optional[str] = None  # the environment variable holding the key (None: no key sent)
     api_concurrency: int = 4  # requests in flight
     api_max_retries: int = 5  # on 429/5xx, timeouts and refused connections
@@ -88,12 +85,34 @@ class PolicyConf:
     api_timeout_s: float = 120.0  # per request
     # fields merged into every request body, for server-specific sampling switches: `transformers serve`
     # decodes greedily unless the model's generation_config samples, so it needs
-    # +policy.api_extra_body.generation_config='{"do_sample": true}'; vLLM and SGLang take e.g. min_p here
+    # api_extra_body.generation_config='{"do_sample": true}'; vLLM and SGLang take e.g. min_p here
     api_extra_body: Dict[str, Any] = field(default_factory=dict)
     # keep finished samples in <cache root>/openai/completions.sqlite (the cache root is simulator.cache_dir,
     # else $CHORUS_CACHE_DIR, else ~/.cache/chorus), keyed by (endpoint, model, prompt, sampling, sample):
     # a rerun after a crash pays only for the samples it lacks
     api_cache: bool = True
+
+
+@dataclass
+class PolicyConf(SamplerConf):
+    name: str = "reference"
+    dir: Optional[str] = None  # policy=file
+    quality: Quality = Quality.strong  # policy=reference on generated tasks
+    cycles: int = 500  # policy=random
+    seed: int = 0  # policy=random; policy=model: the sampling seed
+
+
+@dataclass
+class TeacherConf(SamplerConf):
+    """sft_stage.teacher (sft_stage.candidates has teacher): the model whose samples are a stage's
+    candidate answers. Its tokenizer renders its prompts (engine=openai too: the completions route
+    takes text), so `path` must hold one."""
+    path: Optional[str] = None  # a checkpoint dir or hub id; null: the stage's starting model
+    samples: int = 4  # samples per task, each scored in the simulator
+    # ask the teacher to repair each failed sample once, shown the simulator's feedback as protocol=agentic
+    # gives it; a passing repair is the answer of that repair example
+    repair: bool = True
+    seed: int = 0
 
 
 @dataclass
@@ -152,6 +171,10 @@ SimulatorConf.__module__ = __name__  # pickled by reference (submitit ships conf
 
 @dataclass
 class StageTasksConf:
+    # generated: the procedural world (the settings below); jsonl: a task file's train split (path=,
+    # e.g. written by chorus.ingest)
+    name: str = "generated"
+    path: Optional[str] = None
     difficulty: Difficulty = Difficulty.easy
     per_family: int = 8
     seed: int = 0
@@ -166,6 +189,13 @@ class SFTStageConf:
     checkpoint: Optional[str] = None  # external checkpoint used instead of training
     tasks: StageTasksConf = field(default_factory=StageTasksConf)
     kinds: List[SFTKind] = field(default_factory=lambda: [SFTKind.validated])
+    # where candidate answers come from: reference (the tasks' own programs), random (the uniform random
+    # programs a measured target was set with), teacher (samples of sft_stage.teacher)
+    candidates: List[CandidateSource] = field(default_factory=lambda: [CandidateSource.reference])
+    teacher: TeacherConf = field(default_factory=TeacherConf)
+    # a dataset folder (written by an earlier stage: <stage run dir>/data) to train on instead of
+    # building the stage's data; its rows must name training tasks of sft_stage.tasks
+    data: Optional[str] = None
     # which of a generated task's reference programs are candidate answers (each kept when it reaches
     # min_coverage; weaker ones pair with the best in repair examples)
     grades: List[Quality] = field(default_factory=lambda: list(Quality))

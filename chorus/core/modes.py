@@ -30,7 +30,7 @@ class Engine(Choice):
     """rl.engine, policy.engine: how samples are generated."""
     hf = enum.auto()  # transformers' generate inside the training process
     vllm = enum.auto()  # a vLLM engine (required under trainer=fsdp)
-    openai = enum.auto()  # an OpenAI-compatible server (policy.api_*); chorus.evaluate only
+    openai = enum.auto()  # an OpenAI-compatible server (policy.api_*): chorus.evaluate and SFT teachers
 
 
 class GenerationMode(Choice):
@@ -108,6 +108,13 @@ class SFTKind(Choice):
     """sft_stage.kinds: the kinds of SFT examples a stage trains on."""
     validated = enum.auto()  # execution-validated answers
     repair = enum.auto()  # agentic repair pairs (a failed answer, its feedback, a better answer)
+
+
+class CandidateSource(Choice):
+    """sft_stage.candidates: where a stage's candidate answers come from (each scored, kept when it passes)."""
+    reference = enum.auto()  # the task's reference programs (generated grades, strategies) or reference testbench
+    random = enum.auto()  # the uniform random programs a measured target was set with (tasks.measured_targets)
+    teacher = enum.auto()  # samples of a teacher model (sft_stage.teacher), with its repairs of failed ones
 
 
 class RepairSource(Choice):

@@ -66,19 +66,25 @@ def check_skills(skills) -> None:
 
 
 def candidates(task: Task, fmt: str, grades: tuple[str, ...] = QUALITIES,
-               strategies: bool = False, skills=None) -> list[tuple[str, str]]:
+               strategies: bool = False, skills=None, random: bool = False) -> list[tuple[str, str]]:
     """(grade, code) for the task's own stimulus, and (`strategy:<name>`, code) for each of its
     stimulus strategies when asked (only those of `skills` when given); bundled tasks offer their
-    reference testbench."""
+    reference testbench. random: also (`random:<i>`, code) for uniform random bursts of the cycles
+    its measured target was set with (tasks/measured_targets.random_bursts)."""
+    from ..tasks.measured_targets import random_bursts
+
     programs = task.meta.get("programs") or {}
     chosen = [(g, programs[g]) for g in grades if g in programs]
     if strategies:
         chosen += [(f"strategy:{name}", text) for name, text in (task.meta.get("strategies") or {}).items()]
         chosen = [(g, c) for g, c in chosen if in_skills(g, skills)]
-    amap = alias_map(task) if chosen else None
+    amap = alias_map(task) if chosen or random else None
     out = [(g, render(fmt, task, parse_vectors(text, amap))) for g, text in chosen]
-    if not out and fmt == "testbench" and task.reference_tb:
+    if not out and grades and fmt == "testbench" and task.reference_tb:
         out.append(("reference", task.reference_tb))
+    if random:
+        out += [(f"random:{i}", render(fmt, task, parse_vectors(text, amap)))
+                for i, text in enumerate(random_bursts(task, amap))]
     return out
 
 
@@ -86,10 +92,11 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
                    repair: bool = True, workers: int | None = None, grades: tuple[str, ...] = QUALITIES,
                    prompt: Callable[[Task], list[dict]] | None = None,
                    on_progress: Callable[[int, int], None] | None = None, executor=None,
-                   strategies: bool = False, skills=None) -> list[Example]:
+                   strategies: bool = False, skills=None, random: bool = False) -> list[Example]:
     """Simulate every candidate; keep validated answers (coverage >= min_coverage, or the task's own
     target when it is None) and pair weaker ones with better ones. strategies: the tasks' stimulus
-    strategies are candidates beside the grades (skills: only the strategies of those skills).
+    strategies are candidates beside the grades (skills: only the strategies of those skills); random:
+    the uniform random programs of the tasks' measured targets are too (grades=() for those alone).
 
     `prompt(task)` gives the task's chat messages (default: the full prompt; stages pass the
     shortened prompt that fits their prompt budget). `on_progress(done, total)` hears how many
@@ -97,7 +104,7 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
     prompt = prompt or (lambda t: messages(t, fmt))
     jobs, where = [], []
     for t in tasks:
-        for grade, code in candidates(t, fmt, grades, strategies, skills):
+        for grade, code in candidates(t, fmt, grades, strategies, skills, random):
             jobs.append((t, code))
             where.append((t, grade, code))
     finished, every = [], max(1, len(jobs) // 20)  # about 20 reports a pass: the log stays readable
@@ -124,7 +131,7 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
         t = best[0]
         for _, grade, code, r in ok:
             examples.append(Example(t.id, "validated", prompt(t), answer(t, fmt, code), r.overall,
-                                    {"grade": grade}))
+                                    {"grade": grade, "source": source_of(grade), "status": r.status}))
         if not repair:
             continue
         for _, grade, code, r in entries:
@@ -135,8 +142,53 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
             note = feedback_message(parse_completion(first, fmt), r, fmt, t.target)
             convo = prompt(t) + [{"role": "assistant", "content": first}, {"role": "user", "content": note}]
             examples.append(Example(t.id, "repair", convo, answer(t, fmt, best[2]), best[3].overall,
-                                    {"from_grade": grade, "from_coverage": cov}))
+                                    {"from_grade": grade, "from_coverage": cov, "from_status": r.status,
+                                     "source": source_of(best[1]), "status": best[3].status}))
     return examples
+
+
+def source_of(label: str) -> str:
+    """A candidate's source (sft_stage.candidates) from its label: random:<i> is random, the rest reference."""
+    return "random" if label.startswith("random:") else "reference"
+
+
+def teacher_examples(scored: list, fmt: str, prompt: Callable[[Task], list[dict]], bar: Callable[[Task], float],
+                     best: dict[str, Example], provenance: dict, repair: bool = True) -> list[Example]:
+    """Examples from a teacher's scored completions (sft/teacher.py's Scored, rounds 0 and 1): each
+    sample reaching `bar(task)` a validated answer; each one below it (with its simulator feedback) a
+    repair pair whose answer is the teacher's repair of it when that reaches the bar, else the task's
+    best validated answer in `best` (task id -> Example; the teacher's own passing samples join it).
+    `provenance` (engine, model, sampling settings) goes into every example's meta."""
+    samples = [s for s in scored if s.round == 0]
+    repairs = {(s.task.id, s.sample): s for s in scored if s.round == 1}
+    out = []
+    for s in samples:
+        code = parse_completion(s.text, fmt).code
+        if code is not None and s.result.status == "ok" and s.coverage >= bar(s.task):
+            e = Example(s.task.id, "validated", prompt(s.task), answer(s.task, fmt, code), s.coverage,
+                        {"source": "teacher", "grade": f"teacher:{s.sample}", "sample": s.sample, "round": 0,
+                         "status": s.result.status, **provenance})
+            out.append(e)
+            if s.task.id not in best or e.coverage > best[s.task.id].coverage:
+                best[s.task.id] = e
+    if not repair:
+        return out
+    for s in samples:
+        if s.coverage >= bar(s.task):
+            continue
+        fix = repairs.get((s.task.id, s.sample))
+        fix_code = parse_completion(fix.text, fmt).code if fix is not None else None
+        convo = prompt(s.task) + [{"role": "assistant", "content": s.text}, {"role": "user", "content": s.feedback}]
+        meta = {"sample": s.sample, "from_coverage": s.coverage, "from_status": s.result.status, **provenance}
+        if fix_code is not None and fix.result.status == "ok" and fix.coverage >= bar(s.task):
+            out.append(Example(s.task.id, "repair", convo, answer(s.task, fmt, fix_code), fix.coverage,
+                               {**meta, "source": "teacher_repair", "round": 1, "status": fix.result.status}))
+        elif s.task.id in best:
+            good = best[s.task.id]
+            out.append(Example(s.task.id, "repair", convo, good.completion, good.coverage,
+                               {**meta, "source": f"best_validated ({good.meta.get('source', 'reference')})",
+                                "round": 0, "status": good.meta.get("status", "ok")}))
+    return out
 
 
 def score_samples(samples: list[tuple[Task, str]], fmt: str, cfg: SimConfig, workers: int | None = None,

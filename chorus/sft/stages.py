@@ -10,15 +10,17 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from ..config.schema import RLConf, SFTStageConf, TrainerConf
-from ..config.job_context import JobContext
+from ..config.job_context import JobContext, process_rank
 from ..core.modes import RepairSource
 from ..policy.models import resolve_path
 from ..tracking.identity import variants
 from ..tracking.timing import add_seconds
 from ..policy.prompts import fit_messages
 from ..tasks import load_tasks
+from ..tracking.record import git_revision
 from .data import (build_examples, check_skills, in_skills, own_repairs, prioritised_sample, score_samples,
-                   task_weights)
+                   task_weights, teacher_examples)
+from .dataset_folder import read_dataset, write_dataset
 from .run import train_sft
 
 STAGES = ("stage0", "stage1", "stage2")
@@ -128,6 +130,86 @@ def keep_skills(examples: list, skills) -> list:
     return [e for e in examples if e.kind != "validated" or in_skills(e.meta["grade"], skills)]
 
 
+def stage_tasks(stage: SFTStageConf) -> list:
+    """A stage's training tasks: generated designs (sft_stage.tasks' generator settings) or the train
+    split of a task file (sft_stage.tasks.name=jsonl, e.g. written by chorus.ingest)."""
+    opts = dataclasses.asdict(stage.tasks)
+    name, path = opts.pop("name"), opts.pop("path")
+    if name == "generated":
+        return load_tasks("generated", split="train", **opts)
+    if name != "jsonl":
+        raise ValueError(f"sft_stage.tasks.name={name!r}: use generated or jsonl")
+    tasks = load_tasks("jsonl", path=path, split="train", **({"prune": opts["prune"]} if opts["prune"] else {}))
+    if not tasks:
+        raise ValueError(f"sft_stage.tasks.path={path} has no task in the train split; ingest more designs (or "
+                         "another ingest split_seed) so some are training designs")
+    return tasks
+
+
+def stage_examples(stage: SFTStageConf, init: str, tasks: list, ctx: JobContext, fit, device,
+                   prompts_per_call: int) -> tuple[list, dict | None]:
+    """The stage's examples of its kinds, from its candidate sources (reference programs, random
+    programs, a teacher's samples and repairs) and, with repair_from=own, the starting model's failures;
+    and the worst-state coverage when those own samples already give it (else None)."""
+    t0 = time.monotonic()
+    sources = {str(c) for c in stage.candidates}
+    own = stage.repair_from == RepairSource.own and "repair" in stage.kinds
+    skills = stage.skills
+    repair_skills = stage.repair_skills if own and stage.repair_skills is not None else skills
+    for given in (skills, repair_skills):
+        check_skills(given)
+    both = None if skills is None or repair_skills is None else sorted({*skills, *repair_skills})
+    grades = tuple(str(g) for g in stage.grades) if "reference" in sources else ()
+    examples = build_examples(tasks, ctx.fmt, ctx.sim, stage.min_coverage,
+                              repair="repair" in stage.kinds and not own, grades=grades,
+                              strategies=stage.strategies and "reference" in sources, skills=both,
+                              random="random" in sources, workers=ctx.workers, executor=ctx.executor,
+                              on_progress=ctx.progress.callback("sft data"), prompt=fit)
+    # a repair may point at an answer of repair_skills; the stage's validated answers keep to `skills`
+    repair_targets = keep_skills(examples, repair_skills)
+    examples = keep_skills(examples, skills)
+    add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)  # the answers are scored by simulation
+    if "teacher" in sources:
+        examples += teacher_stage_examples(stage, init, tasks, ctx, fit, device, examples)
+    coverage = None
+    if own:  # repairs start from the starting model's own failed samples, with their real feedback
+        samples = sample_answers(init, tasks, stage, ctx, device=device, prompts_per_call=prompts_per_call)
+        t0 = time.monotonic()
+        scored = score_samples(samples, ctx.fmt, ctx.sim, ctx.workers, ctx.executor)
+        examples += own_repairs(samples, repair_targets, ctx.fmt, ctx.sim, stage.min_coverage, prompt=fit,
+                                scored=scored)
+        add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)
+        if stage.own_samples >= stage.prioritise_samples:  # the same draws give the worst-state signal
+            coverage = mean_coverage(scored, stage.prioritise_samples)
+    return [e for e in examples if e.kind in stage.kinds], coverage
+
+
+def teacher_stage_examples(stage: SFTStageConf, init: str, tasks: list, ctx: JobContext, fit, device,
+                           examples: list) -> list:
+    """The teacher's validated answers and repair pairs (sft/teacher.py), its failed samples paired with
+    its passing repair or the best validated answer among `examples` and its own."""
+    from ..sim.cache import default_cache_root
+    from .teacher import check_reachable, open_teacher, sample_teacher, teacher_name
+
+    teacher = dataclasses.asdict(stage.teacher)
+    teacher["engine"] = str(teacher["engine"])
+    engine, tok = open_teacher(teacher, init, default_cache_root(ctx.sim.cache_dir), device)
+    check_reachable(engine, tok)
+    bar = (lambda t: t.target) if stage.min_coverage is None else (lambda t: stage.min_coverage)
+    phase = "teacher samples"
+    ctx.progress.start(phase, len(tasks) * teacher["samples"])
+    scored = sample_teacher(tasks, engine, tok, teacher, ctx.fmt, ctx.sim, ctx.workers, ctx.executor, bar,
+                            on_progress=ctx.progress.callback(phase), timing=ctx.timing)
+    best = {}
+    for e in examples:
+        if e.kind == "validated" and (e.task_id not in best or e.coverage > best[e.task_id].coverage):
+            best[e.task_id] = e
+    provenance = {"teacher_engine": teacher["engine"], "teacher_model": teacher_name(teacher, init),
+                  "temperature": teacher["temperature"], "top_p": teacher["top_p"], "top_k": teacher["top_k"],
+                  "max_new_tokens": teacher["max_new_tokens"], "samples_per_task": teacher["samples"]}
+    return teacher_examples(scored, ctx.fmt, fit, bar, best, provenance, repair="repair" in stage.kinds)
+
+
 def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: TrainerConf | None = None,
               prompts_per_call: int = RLConf.prompts_per_generate) -> dict:
     """Train (or, with stage.checkpoint, register) one stage from `init` into the run dir on `trainer`
@@ -148,37 +230,20 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
         (out / "stage.json").write_text(json.dumps(info, indent=2))
         ctx.progress.update("sft checkpoint registered", 1, 1)  # every run dir has progress.jsonl to read
         return info
-    tasks = load_tasks("generated", split="train", **dataclasses.asdict(stage.tasks))
+    tasks = stage_tasks(stage)
     tok = AutoTokenizer.from_pretrained(init)  # the prompt budget is counted in the model's tokens
-    t0 = time.monotonic()
-    own = stage.repair_from == RepairSource.own and "repair" in stage.kinds
     fit = lambda t: fit_messages(t, ctx.fmt, tok, stage.max_prompt_tokens)[0]  # noqa: E731
-    skills = stage.skills
-    repair_skills = stage.repair_skills if own and stage.repair_skills is not None else skills
-    for given in (skills, repair_skills):
-        check_skills(given)
-    both = None if skills is None or repair_skills is None else sorted({*skills, *repair_skills})
-    examples = build_examples(tasks, ctx.fmt, ctx.sim, stage.min_coverage,
-                              repair="repair" in stage.kinds and not own,
-                              grades=tuple(str(g) for g in stage.grades), strategies=stage.strategies,
-                              skills=both, workers=ctx.workers, executor=ctx.executor,
-                              on_progress=ctx.progress.callback("sft data"), prompt=fit)
-    # a repair may point at an answer of repair_skills; the stage's validated answers keep to `skills`
-    repair_targets = keep_skills(examples, repair_skills)
-    examples = keep_skills(examples, skills)
-    add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)  # the answers are scored by simulation
     coverage = None
-    if own:  # repairs start from the starting model's own failed samples, with their real feedback
-        samples = sample_answers(init, tasks, stage, ctx, device=eval_device(trainer),
-                                 prompts_per_call=prompts_per_call)
-        t0 = time.monotonic()
-        scored = score_samples(samples, ctx.fmt, ctx.sim, ctx.workers, ctx.executor)
-        examples += own_repairs(samples, repair_targets, ctx.fmt, ctx.sim, stage.min_coverage, prompt=fit,
-                                scored=scored)
-        add_seconds(ctx.timing, "simulation_wait_s", time.monotonic() - t0)
-        if stage.own_samples >= stage.prioritise_samples:  # the same draws give the worst-state signal
-            coverage = mean_coverage(scored, stage.prioritise_samples)
-    examples = [e for e in examples if e.kind in stage.kinds]
+    if stage.data:  # made earlier or elsewhere: every row checked to name a training task
+        examples = [e for e in read_dataset(stage.data, tasks) if e.kind in stage.kinds]
+    else:
+        examples, coverage = stage_examples(stage, init, tasks, ctx, fit, eval_device(trainer), prompts_per_call)
+        if process_rank() == 0:  # every rank builds the same examples; one writes them
+            write_dataset(examples, tasks, out / "data", stage.name, git_revision())
+    if not examples:
+        raise ValueError(f"stage {stage.name} has no {'/'.join(map(str, stage.kinds))} example: no candidate reached "
+                         f"the bar (sft_stage.min_coverage={stage.min_coverage}; null: each task's target); lower it, "
+                         "or add candidate sources (sft_stage.candidates, e.g. [random,teacher]) or a stronger teacher")
     if stage.prioritised:
         coverage = coverage or current_coverage(init, tasks, stage, ctx, device=eval_device(trainer),
                                                 prompts_per_call=prompts_per_call)
@@ -192,6 +257,7 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     if not result:  # not rank 0: rank 0 exports and records the stage
         return {}
     info = {"stage": stage.name, "init": init, "checkpoint": result["checkpoint"], "examples": result["examples"],
+            "data": str(stage.data or out / "data"),
             "first_loss": result["losses"][0], "last_loss": result["losses"][-1], "external": False}
     (out / "stage.json").write_text(json.dumps(info, indent=2))
     return info

@@ -34,6 +34,33 @@ def _seeds(task: Task, runs: int) -> list[int]:
     return [base + i for i in range(runs)]
 
 
+def random_programs(task: Task, amap=None, runs: int | None = None, cycles: int | None = None) -> list[str]:
+    """The uniform random programs (vectors text) the task's target was measured with: `runs` of
+    `cycles` cycles (default: its calibration's, else 4 x 500), seeded from the task id."""
+    from ..stimulus.aliases import alias_map
+    from ..stimulus.program import random_program, render_vectors
+
+    cal = task.meta.get("calibration") or {}
+    runs, cycles = runs or int(cal.get("random_runs", 4)), cycles or int(cal.get("random_cycles", 500))
+    amap = amap or alias_map(task)
+    return [render_vectors(random_program(amap, cycles=cycles, seed=s)) for s in _seeds(task, runs)]
+
+
+def random_bursts(task: Task, amap=None) -> list[str]:
+    """Uniform random stimulus as a writer of the vectors format would put it (every data input `?`,
+    a fresh random value each cycle, for the cycles the target was measured with, else 500), after
+    a reset: one burst, and the same split in two by a second reset (sticky state cleared midway).
+    Short enough to be an SFT answer, where the measured programs list every cycle's values."""
+    from ..stimulus.aliases import alias_map
+
+    amap = amap or alias_map(task)
+    cycles = int((task.meta.get("calibration") or {}).get("random_cycles", 500))
+    burst = " ".join(f"{a.alias}=?" for a in amap.inputs) or "."
+    reset = "rst x2\n" if amap.reset else ""
+    half = f"{burst} x{max(1, cycles // 2)}\n"
+    return [f"{reset}{burst} x{cycles}\n", reset + half + ("rst\n" if amap.reset else "") + half]
+
+
 def cache_key(task: Task, runs: int, cycles: int, version: str) -> str:
     h = hashlib.sha256()
     for part in (sorted(task.rtl.items()), task.top, sorted(task.defines.items()), task.stated_parameters,
@@ -51,7 +78,6 @@ def measure_random(tasks: list[Task], cfg, runs: int, cycles: int, workers: int 
     from ..sim.toolchain import find_toolchain
     from ..stimulus.aliases import alias_map
     from ..stimulus.formats import score, score_many
-    from ..stimulus.program import random_program, render_vectors
 
     if runs < 1 or cycles < 1:
         raise ValueError(f"ingest.random_runs and ingest.random_cycles must be >= 1, got {runs} and {cycles}")
@@ -71,7 +97,7 @@ def measure_random(tasks: list[Task], cfg, runs: int, cycles: int, workers: int 
         except Exception as exc:  # ports chorus cannot alias: no random stimulus to measure
             failed_early[t.id] = f"its ports cannot be driven by random stimulus ({str(exc).splitlines()[0]})"
             continue
-        jobs += [(t, render_vectors(random_program(amap, cycles=cycles, seed=s))) for s in _seeds(t, runs)]
+        jobs += [(t, text) for text in random_programs(t, amap, runs, cycles)]
     results = evaluate_many(jobs, cfg, workers, fn=functools.partial(score, "vectors", options={}),
                             fn_many=functools.partial(score_many, "vectors", options={}), executor=executor,
                             on_result=on_progress) if jobs else []
