@@ -1,5 +1,6 @@
-"""python -m chorus.pipeline [pipeline=staged|study|tiny|smoke] [seed=N] [runs_dir=DIR] [jobs=2] [pipeline.launcher=submitit]
-    [checkpoints.stage0=PATH checkpoints.stage1=PATH checkpoints.stage2=PATH] [extra='["trainer=gpu",...]']
+"""python -m chorus.pipeline [pipeline=staged|study|tiny|smoke|own_designs] [seed=N] [runs_dir=DIR] [jobs=2]
+    [pipeline.launcher=submitit] [checkpoints.stage0=PATH checkpoints.stage1=PATH checkpoints.stage2=PATH]
+    [designs=FOLDER] [extra='["trainer=gpu",...]']
 
 CHORUS end to end by chaining the existing jobs: SFT stages 0-2 (`chorus.train job=sft`), DAPO
 experts per stage (`job=rl`, each evaluated on the held-out tasks; pipeline.controls.rl_seeds of them,
@@ -9,7 +10,9 @@ stage (`consolidation=...`), then the analysis (oracle union, gap recovery, rout
 (see chorus.train); a step whose dir holds results made with exactly its planned settings is
 skipped, so re-running the command resumes, and a changed setting re-runs the steps it reaches.
 pipeline.launcher=submitit submits each step as a submitit job (SLURM: pipeline.submitit.*) instead
-of running it here; `jobs` steps at most are submitted at once.
+of running it here; `jobs` steps at most are submitted at once. designs=<folder> ingests your own
+designs first (chorus.ingest) and runs every step on them: training on their train split, every
+evaluation on their test split (pipeline=own_designs is the preset for it).
 """
 from __future__ import annotations
 
@@ -60,6 +63,21 @@ def plan_memory(steps: list) -> None:
             raise ValueError(f"step {step.name}: {str(exc).splitlines()[0]}") from exc
 
 
+def check_teachers(steps: list) -> None:
+    """Every SFT stage's teacher (sft_stage.candidates has teacher) reachable, or its checkpoint there,
+    before any step runs: one line naming the step otherwise."""
+    from .sft.teacher import check_teacher
+    from .train import container
+
+    for step in (s for s in steps if s.name.startswith("sft/")):
+        stage = container(compose(config_name="train", overrides=step.overrides))["sft_stage"]
+        if "teacher" in stage["candidates"] and not stage["checkpoint"]:
+            try:
+                check_teacher(stage["teacher"])
+            except (ValueError, OSError) as exc:
+                raise ValueError(f"step {step.name}: {str(exc).splitlines()[0]}") from None
+
+
 def prepare(steps: list) -> dict | None:
     """Build the tiny model and tokenizer once (cached) before jobs that load it run side by side;
     a step record for the time table (None without a tiny base)."""
@@ -92,7 +110,17 @@ def main(cfg: DictConfig) -> None:
     runs_dir, start = Path(c["runs_dir"]), time.time()
     try:
         launcher = make_launcher(c["pipeline"]["launcher"], c["pipeline"]["submitit"])  # before the plan's minute
+        ingested = None
+        if c["pipeline"]["designs"] and not c["designs"]:
+            raise ValueError(f"pipeline={c['pipeline']['name']} runs on your own designs: pass designs=<folder> "
+                             "(e.g. designs=examples/designs)")
+        if c["designs"]:  # the task file the plan's steps read, named by its content
+            from .workflow.own_designs import ingest_designs
+
+            tasks, ingested = ingest_designs(c)
+            c["pipeline"]["train"] = [*c["pipeline"]["train"], *tasks]
         steps = plan(c)
+        check_teachers(steps)
         quiet_third_party()
         base = prepare(steps)
         plan_memory(steps)  # after prepare: the tiny model's architecture is then on disk
@@ -102,7 +130,7 @@ def main(cfg: DictConfig) -> None:
         main_steps = [s for s in steps if in_report(s.name)]
         controls = write_study(steps, runs_dir) if len(main_steps) < len(steps) else ""
         report = write_report([s.run_dir for s in main_steps], runs_dir,
-                              [base] * (base is not None) + records,  # every step's time, the controls' too
+                              [r for r in (ingested, base) if r] + records,  # every step's time, the controls' too
                               title=f"CHORUS pipeline `{c['pipeline']['name']}`, seed {c['seed']}",
                               k=c["pipeline"]["k"], n_boot=c["pipeline"]["bootstrap"], seed=c["seed"],
                               appendix=controls + "\n" if controls else "",

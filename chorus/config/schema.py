@@ -637,6 +637,7 @@ class ControlsConf:
 @dataclass
 class PipelinePresetConf:
     name: str = "tiny"
+    designs: bool = False  # the preset runs on your own designs: designs=<folder> (chorus.ingest) is required
     train: List[str] = field(default_factory=list)  # settings for the pipeline's chorus.train jobs that read them
     stages: Dict[str, List[str]] = field(default_factory=dict)  # per SFT stage: extra overrides
     rl: List[str] = field(default_factory=list)  # extra overrides for the RL (expert) jobs
@@ -668,6 +669,10 @@ class PipelineConf:
     jobs: int = 2  # steps run at once (the SFT chain, the experts, merges and OPD overlap where they can)
     threads: int = 1  # torch threads per job (OMP_NUM_THREADS)
     checkpoints: StageCheckpointsConf = field(default_factory=StageCheckpointsConf)  # real SFT stages
+    # a folder of your own designs (chorus.ingest): ingested first into <runs_dir>/tasks/; every stage and
+    # expert then trains on its train split and every evaluation scores its test split (pipeline=own_designs)
+    designs: Optional[str] = None
+    ingest: IngestOptions = field(default_factory=IngestOptions)
     extra: List[str] = field(default_factory=list)  # appended to every job: trainer=gpu, model=hf, ...
 
 

@@ -158,6 +158,22 @@ class OpenAIEngine:
         raise EndpointError(f"{url} failed {self.conf.max_retries + 1} times (last: {last}); finished samples "
                             f"are cached, rerun the same command to resume")
 
+    def probe(self, timeout_s: float = 10.0) -> None:
+        """One GET of the endpoint's /models, uncached and unretried: an EndpointError when it cannot be
+        reached or refuses the key. A server without that route (HTTP 404) counts as reachable."""
+        url = self.conf.base_url.rstrip("/") + "/models"
+        headers = {"Authorization": f"Bearer {os.environ.get(self.conf.api_key_env, '')}"} if self.conf.api_key_env else {}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                        timeout=min(timeout_s, self.conf.timeout_s)):
+                return
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise EndpointError(f"{url} answered HTTP {exc.code}; check the address and the key") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+            raise EndpointError(f"{url} cannot be reached ({getattr(exc, 'reason', exc)}); start the server or "
+                                "fix the base URL") from None
+
     def _one(self, prompt: str, params: SamplingParams, sample: int, failed: threading.Event) -> Generation | None:
         key = CompletionCache.key(self.conf.base_url, self.conf.model, prompt, params, sample, self.conf.extra_body)
         fields = self.cache.get(key)

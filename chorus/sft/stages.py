@@ -194,7 +194,7 @@ def teacher_stage_examples(stage: SFTStageConf, init: str, tasks: list, ctx: Job
     teacher = dataclasses.asdict(stage.teacher)
     teacher["engine"] = str(teacher["engine"])
     engine, tok = open_teacher(teacher, init, default_cache_root(ctx.sim.cache_dir), device)
-    check_reachable(engine, tok)
+    check_reachable(engine)
     bar = (lambda t: t.target) if stage.min_coverage is None else (lambda t: stage.min_coverage)
     phase = "teacher samples"
     ctx.progress.start(phase, len(tasks) * teacher["samples"])

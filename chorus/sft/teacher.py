@@ -62,12 +62,32 @@ def open_teacher(teacher: dict, init: str, cache_root, device="cpu"):
     return make_engine("hf", model, tok, threads=teacher["threads"], generation=teacher["generation"]), tok
 
 
-def check_reachable(engine, tokenizer) -> None:
-    """One one-token request, so a teacher that cannot be reached stops the build in one line before
-    any sample is drawn (EndpointError is an OSError: entry points print it as their error)."""
-    if hasattr(engine, "conf"):  # the openai engine; local engines are loaded already
-        engine.generate([render_messages(tokenizer, [{"role": "user", "content": "ping"}])], n=1,
-                        params=SamplingParams(max_new_tokens=1, temperature=0.0))
+def check_reachable(engine) -> None:
+    """A served teacher that cannot be reached stops the build in one line before any sample is drawn
+    (EndpointError is an OSError: entry points print it as their error); local engines are loaded."""
+    from ..policy.openai_engine import EndpointError
+
+    if hasattr(engine, "probe"):
+        try:
+            engine.probe()
+        except EndpointError as exc:
+            raise EndpointError(f"the teacher (sft_stage.teacher) is unreachable: {exc}") from None
+
+
+def check_teacher(teacher: dict) -> None:
+    """Before any stage trains (chorus.pipeline checks every stage's teacher): a served teacher answers,
+    a local teacher's checkpoint exists (a null path is the stage's own starting model)."""
+    from ..policy.models import resolve_path
+    from ..policy.openai_engine import CompletionCache, EndpointConf, OpenAIEngine
+
+    if teacher["engine"] == "openai":
+        if not teacher.get("api_base_url"):
+            raise ValueError("sft_stage.teacher.engine=openai needs sft_stage.teacher.api_base_url=<server>/v1")
+        check_reachable(OpenAIEngine(EndpointConf(teacher["api_base_url"], teacher.get("api_model") or "teacher",
+                                                  teacher.get("api_key_env"), timeout_s=teacher["api_timeout_s"]),
+                                     CompletionCache(None)))
+    if teacher.get("path"):
+        resolve_path("hf", teacher["path"])
 
 
 def sample_teacher(tasks: list[Task], engine, tokenizer, teacher: dict, fmt: str, sim, workers=None, executor=None,

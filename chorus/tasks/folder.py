@@ -46,7 +46,7 @@ def find_designs(src: Path) -> tuple[list[DesignSource], list[tuple[str, str]]]:
     """The designs under `src` and the ones refused before elaboration: (name, reason)."""
     src = Path(src)
     if not src.is_dir():
-        raise FileNotFoundError(f"{src} is not a folder of designs; pass src=<folder with one design per subfolder>")
+        raise FileNotFoundError(f"{src} is not a folder: designs come from a folder with one design per subfolder")
     designs, refused = [], []
     if (src / MANIFEST).exists():  # the folder is one design
         folders = [src]
