@@ -1,4 +1,10 @@
-"""Small designs and testbench builders shared by the tests."""
+"""Small designs, testbench builders and a `transformers serve` process shared by the tests."""
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 
@@ -104,3 +110,41 @@ def run_rank_script(script: str, cwd, args, timeout_s: float) -> str:
                     f"other never joins); its log ends:\n{log[-3000:]}")
     assert job.returncode == 0, log[-5000:]
     return log
+
+
+class Server:
+    """`transformers serve` on one localhost port; start() again after kill() reuses the port."""
+
+    def __init__(self, model: Path, log_dir: Path):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.model, self.log_dir, self.proc, self.starts = model, log_dir, None, 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> Path:
+        """Starts the server and returns its log (it logs each request it receives)."""
+        self.starts += 1
+        log = self.log_dir / f"serve{self.starts}.log"
+        with open(log, "w") as f:
+            self.proc = subprocess.Popen(["transformers", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                                          str(self.model)], stdout=f, stderr=subprocess.STDOUT,
+                                         start_new_session=True,  # its request lines reach the log as they happen
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1)
+                return log
+            except OSError:
+                time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"transformers serve did not answer /health within a minute: {log.read_text()[-500:]}")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()

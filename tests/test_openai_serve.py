@@ -4,16 +4,14 @@ module; the kill test restarts it on the same port (the cache key holds the endp
 import json
 import os
 import shutil
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import Server
 
 pytest.importorskip("fastapi", reason="needs the serving extra (pip install -e .[serving])")
 pytest.importorskip("uvicorn", reason="needs the serving extra (pip install -e .[serving])")
@@ -26,44 +24,6 @@ pytestmark = pytest.mark.slow
 # The tiny model's generation_config does not sample, and `transformers serve` then decodes greedily
 # whatever the temperature: this is how chorus asks it to sample (policy.api_extra_body).
 SAMPLE = "+policy.api_extra_body.generation_config='{\"do_sample\": true}'"
-
-
-class Server:
-    """`transformers serve` on one localhost port; start() again after kill() reuses the port."""
-
-    def __init__(self, model: Path, log_dir: Path):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.model, self.log_dir, self.proc, self.starts = model, log_dir, None, 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> Path:
-        """Starts the server and returns its log (it logs each request it receives)."""
-        self.starts += 1
-        log = self.log_dir / f"serve{self.starts}.log"
-        with open(log, "w") as f:
-            self.proc = subprocess.Popen(["transformers", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                                          str(self.model)], stdout=f, stderr=subprocess.STDOUT,
-                                         start_new_session=True,  # its request lines reach the log as they happen
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1)
-                return log
-            except OSError:
-                time.sleep(0.1)
-        self.kill()
-        pytest.fail(f"transformers serve did not answer /health within a minute: {log.read_text()[-500:]}")
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
 
 
 @pytest.fixture(scope="module")
