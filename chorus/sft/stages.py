@@ -244,6 +244,7 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
         raise ValueError(f"stage {stage.name} has no {'/'.join(map(str, stage.kinds))} example: no candidate reached "
                          f"the bar (sft_stage.min_coverage={stage.min_coverage}; null: each task's target); lower it, "
                          "or add candidate sources (sft_stage.candidates, e.g. [random,teacher]) or a stronger teacher")
+    weights = None
     if stage.prioritised:
         coverage = coverage or current_coverage(init, tasks, stage, ctx, device=eval_device(trainer),
                                                 prompts_per_call=prompts_per_call)
@@ -257,7 +258,7 @@ def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: T
     if not result:  # not rank 0: rank 0 exports and records the stage
         return {}
     info = {"stage": stage.name, "init": init, "checkpoint": result["checkpoint"], "examples": result["examples"],
-            "data": str(stage.data or out / "data"),
+            "data": str(stage.data or out / "data"), "task_weights": weights,
             "first_loss": result["losses"][0], "last_loss": result["losses"][-1], "external": False}
     (out / "stage.json").write_text(json.dumps(info, indent=2))
     return info
