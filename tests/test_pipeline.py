@@ -547,3 +547,35 @@ def test_opds_gate_reference_names_a_stage_and_the_plan_wires_that_stages_expert
         pipeline_cfg(f"runs_dir={tmp_path}", "pipeline=tiny", "pipeline.teacher_samples=0",
                      "pipeline.opd=['rl.steps=8','consolidation.gate_reference=stage0']")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_own_designs_pipeline_end_to_end_on_the_example_folder(tmp_path, cache_root):
+    """pipeline=own_designs designs=examples/designs: ingest, the three stages' data from random bursts and
+    the teacher (each stage's starting model), every step on the designs' own splits, REPORT.md."""
+    env = {**__import__("os").environ, "CHORUS_CACHE_DIR": str(cache_root)}
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "chorus.pipeline", "pipeline=own_designs", f"runs_dir={tmp_path}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=root)
+    assert p.returncode == 2 and p.stderr.strip() == ("chorus.pipeline: error: pipeline=own_designs runs on your own "
+                                                      "designs: pass designs=<folder> (e.g. designs=examples/designs)")
+    p = subprocess.run([*cmd, "designs=examples/designs"], capture_output=True, text=True, timeout=1200, env=env,
+                       cwd=root)
+    assert p.returncode == 0, p.stderr[-3000:]
+    [tasks_file] = (tmp_path / "tasks").glob("tasks-*.jsonl")
+    tasks = {t["id"]: t for t in map(json.loads, tasks_file.read_text().splitlines())}
+    assert len(tasks) == len([d for d in (root / "examples/designs").iterdir() if d.is_dir()])
+    report = (tmp_path / "REPORT.md").read_text()
+    assert re.search(r"\| ingest \(8 designs: train \d, validation \d, test \d; 0 refused\) ", report)
+    for row in ("sft/stage2", "dapo/stage0", "soup/three_experts", "opd/three_experts", "random stimulus"):
+        assert f"| {row} " in report, row
+    test_ids = sorted(k for k, t in tasks.items() if t["split"] == "test")
+    expert = pd.read_parquet(next(tmp_path.glob("rl/dapo/stage0*/per_task.parquet")))
+    assert sorted(set(expert["task_id"])) == test_ids  # evaluated on the test designs only
+    for stage, kinds in (("stage0", {"validated"}), ("stage1", {"validated", "repair"}), ("stage2", {"validated", "repair"})):
+        [data] = tmp_path.glob(f"sft/{stage}*/data")
+        rows = pd.read_parquet(data / "train-00000-of-00001.parquet")
+        assert set(rows["kind"]) == kinds and set(rows["split"]) == {"train"}, stage
+        assert {tasks[t]["split"] for t in rows["task_id"]} == {"train"}
+    info = json.loads(next(tmp_path.glob("sft/stage2*/stage.json")).read_text())
+    assert len(info["task_weights"]) == sum(t["split"] == "train" for t in tasks.values())
