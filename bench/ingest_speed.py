@@ -6,7 +6,8 @@ The N designs are copies of examples/designs, each copy's files starting with a 
 own: the line numbers (and so the generated C++, the coverage points and every cache key) differ per
 copy, so no copy's harness build or random measurement is served by another's. Both runs use one fresh
 cache dir (CHORUS_CACHE_DIR), so the first pays for every harness build and random run and the second
-reads each measurement from the cache. Prints `cold_s`, `warm_s`, `designs`, `refused` and
+reads each measurement from the cache. Each run is its own `python -m chorus.ingest` process, as a user
+runs it (start-up included, no in-process cache carried over). Prints `cold_s`, `warm_s`, `designs`, `refused` and
 `cold_over_warm` (the goal, issue 58: cold under 300 s for 50 designs on 2 idle cores, warm in seconds).
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,23 +42,23 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="chorus-bench-ingest-"))
     try:
-        os.environ["CHORUS_CACHE_DIR"] = str(work / "cache")  # read by chorus's cache root at each call
-        sys.path.insert(0, str(ROOT))
-        from chorus.sim.config import SimConfig
-        from chorus.tasks.ingest import ingest
-
+        env = dict(os.environ, CHORUS_CACHE_DIR=str(work / "cache"))
         make_designs(work / "designs", a.designs)
-        times, results = [], []
-        for _ in ("cold", "warm"):
+        times, outputs = [], []
+        for run in ("cold", "warm"):
             t0 = time.monotonic()
-            results.append(ingest(work / "designs", SimConfig(), workers=a.workers))
+            p = subprocess.run([sys.executable, "-m", "chorus.ingest", f"src={work / 'designs'}",
+                                f"out={work / run}.jsonl", f"simulator.workers={a.workers}",
+                                f"hydra.run.dir={work / 'hydra' / run}"], capture_output=True, text=True, env=env,
+                               cwd=ROOT)
             times.append(time.monotonic() - t0)
-        cold, warm = results
-        for name, reason in cold.refused:
-            print(f"refused {name}: {reason}")
-        print(f"designs={a.designs} ingested={len(cold.tasks)} refused={len(cold.refused)} workers={a.workers}")
-        print(f"cold_s={times[0]:.1f} (simulated {cold.measured}, cached {cold.cached})")
-        print(f"warm_s={times[1]:.1f} (simulated {warm.measured}, cached {warm.cached})")
+            if p.returncode:
+                print(p.stderr.strip().splitlines()[-1])
+                return 1
+            outputs.append(p.stdout.strip().splitlines()[-1])
+        print(f"designs={a.designs} workers={a.workers}")
+        print(f"cold_s={times[0]:.1f}: {outputs[0]}")
+        print(f"warm_s={times[1]:.1f}: {outputs[1]}")
         print(f"cold_over_warm={times[0] / max(times[1], 1e-9):.1f}")
         print(f"goal: cold under 300 s -> {'met' if times[0] < 300 else f'missed by {times[0] - 300:.0f} s'}")
     finally:
