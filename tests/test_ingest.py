@@ -108,6 +108,7 @@ def test_bad_designs_are_refused_in_one_line_each_and_the_others_ingest(tmp_path
         "vhdl/v.sv": "module v(input logic a, output logic b); assign b = a; endmodule\n",
         "typo/chorus.yaml": "tops: x\n",
         "typo/t.sv": "module t(input logic a, output logic b); assign b = a; endmodule\n",
+        "outside/chorus.yaml": "files: [../good/cnt.sv]\n",
         "inc/hdr/defs.svh": "`ifndef DEFS\n`define DEFS\n`define WIDTH 3\n`endif\n",
         "inc/m.sv": '`include "defs.svh"\nmodule inc(input logic clk, input logic [`WIDTH-1:0] a, output logic y);\n'
                     "  assign y = &a;\nendmodule\n",
@@ -120,7 +121,8 @@ def test_bad_designs_are_refused_in_one_line_each_and_the_others_ingest(tmp_path
     p = ingest_cli(src, out, tmp_path / "cache", tmp=tmp_path)
     assert p.returncode == 0 and "Traceback" not in p.stderr + p.stdout, p.stderr
     refused = {line.split(":")[1].strip(): line for line in p.stdout.splitlines() if ": refused: " in line}
-    assert sorted(refused) == ["broken", "portless", "twotops", "typo", "vhdl"]
+    assert sorted(refused) == ["broken", "outside", "portless", "twotops", "typo", "vhdl"]
+    assert "lists ../good/cnt.sv, outside the design's folder" in refused["outside"]
     assert "undeclared identifier 'nope'" in refused["broken"] and "no ports" in refused["portless"]
     assert "several top modules (ta, tb2)" in refused["twotops"] and "top: in chorus.yaml" in refused["twotops"]
     assert "x.vhd" in refused["vhdl"] and "unknown key(s) ['tops']" in refused["typo"]

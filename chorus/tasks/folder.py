@@ -75,6 +75,9 @@ def _design_source(folder: Path) -> DesignSource:
         files = []
         for rel in manifest["files"]:
             f = folder / str(rel)
+            if not f.resolve().is_relative_to(folder.resolve()):
+                raise DesignRefused(f"{MANIFEST} lists {rel}, outside the design's folder; copy shared RTL into it "
+                                    "(headers may come from anywhere through include_dirs)")
             if not f.is_file():
                 raise DesignRefused(f"{MANIFEST} lists {rel}, which is not a file in the design's folder")
             if f.suffix not in RTL_SUFFIXES + HEADER_SUFFIXES:
