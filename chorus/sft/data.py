@@ -96,7 +96,7 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
     """Simulate every candidate; keep validated answers (coverage >= min_coverage, or the task's own
     target when it is None) and pair weaker ones with better ones. strategies: the tasks' stimulus
     strategies are candidates beside the grades (skills: only the strategies of those skills); random:
-    the uniform random programs of the tasks' measured targets are too (grades=() for those alone).
+    uniform random bursts are too (candidates(); grades=() for those alone).
 
     `prompt(task)` gives the task's chat messages (default: the full prompt; stages pass the
     shortened prompt that fits their prompt budget). `on_progress(done, total)` hears how many
@@ -147,17 +147,26 @@ def build_examples(tasks: list[Task], fmt: str, cfg: SimConfig, min_coverage: fl
     return examples
 
 
+def best_validated(examples: list[Example]) -> dict[str, Example]:
+    """Each task's validated example with the most coverage (the first of equals): a repair's answer."""
+    best: dict[str, Example] = {}
+    for e in examples:
+        if e.kind == "validated" and (e.task_id not in best or e.coverage > best[e.task_id].coverage):
+            best[e.task_id] = e
+    return best
+
+
 def source_of(label: str) -> str:
     """A candidate's source (sft_stage.candidates) from its label: random:<i> is random, the rest reference."""
     return "random" if label.startswith("random:") else "reference"
 
 
 def teacher_examples(scored: list, fmt: str, prompt: Callable[[Task], list[dict]], bar: Callable[[Task], float],
-                     best: dict[str, Example], provenance: dict, repair: bool = True) -> list[Example]:
+                     earlier: list[Example], provenance: dict, repair: bool = True) -> list[Example]:
     """Examples from a teacher's scored completions (sft/teacher.py's Scored, rounds 0 and 1): each
     sample reaching `bar(task)` a validated answer; each one below it (with its simulator feedback) a
     repair pair whose answer is the teacher's repair of it when that reaches the bar, else the task's
-    best validated answer in `best` (task id -> Example; the teacher's own passing samples join it).
+    best validated answer among `earlier` examples and the teacher's own.
     `provenance` (engine, model, sampling settings) goes into every example's meta."""
     samples = [s for s in scored if s.round == 0]
     repairs = {(s.task.id, s.sample): s for s in scored if s.round == 1}
@@ -165,14 +174,12 @@ def teacher_examples(scored: list, fmt: str, prompt: Callable[[Task], list[dict]
     for s in samples:
         code = parse_completion(s.text, fmt).code
         if code is not None and s.result.status == "ok" and s.coverage >= bar(s.task):
-            e = Example(s.task.id, "validated", prompt(s.task), answer(s.task, fmt, code), s.coverage,
-                        {"source": "teacher", "grade": f"teacher:{s.sample}", "sample": s.sample, "round": 0,
-                         "status": s.result.status, **provenance})
-            out.append(e)
-            if s.task.id not in best or e.coverage > best[s.task.id].coverage:
-                best[s.task.id] = e
+            out.append(Example(s.task.id, "validated", prompt(s.task), answer(s.task, fmt, code), s.coverage,
+                               {"source": "teacher", "grade": f"teacher:{s.sample}", "sample": s.sample,
+                                "round": 0, "status": s.result.status, **provenance}))
     if not repair:
         return out
+    best = best_validated([*earlier, *out])
     for s in samples:
         if s.coverage >= bar(s.task):
             continue
@@ -215,10 +222,7 @@ def own_repairs(samples: list[tuple[Task, str]], examples: list[Example], fmt: s
     answer among `examples`. Tasks without a validated answer give none. `scored`: the samples'
     score_samples() already (then `samples` is not read)."""
     prompt = prompt or (lambda t: messages(t, fmt))
-    best: dict[str, Example] = {}
-    for e in examples:
-        if e.kind == "validated" and (e.task_id not in best or e.coverage > best[e.task_id].coverage):
-            best[e.task_id] = e
+    best = best_validated(examples)
     if scored is None:
         scored = score_samples([(t, text) for t, text in samples if t.id in best], fmt, cfg, workers, executor)
     out = []

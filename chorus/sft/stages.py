@@ -200,14 +200,10 @@ def teacher_stage_examples(stage: SFTStageConf, init: str, tasks: list, ctx: Job
     ctx.progress.start(phase, len(tasks) * teacher["samples"])
     scored = sample_teacher(tasks, engine, tok, teacher, ctx.fmt, ctx.sim, ctx.workers, ctx.executor, bar,
                             on_progress=ctx.progress.callback(phase), timing=ctx.timing)
-    best = {}
-    for e in examples:
-        if e.kind == "validated" and (e.task_id not in best or e.coverage > best[e.task_id].coverage):
-            best[e.task_id] = e
     provenance = {"teacher_engine": teacher["engine"], "teacher_model": teacher_name(teacher, init),
                   "temperature": teacher["temperature"], "top_p": teacher["top_p"], "top_k": teacher["top_k"],
                   "max_new_tokens": teacher["max_new_tokens"], "samples_per_task": teacher["samples"]}
-    return teacher_examples(scored, ctx.fmt, fit, bar, best, provenance, repair="repair" in stage.kinds)
+    return teacher_examples(scored, ctx.fmt, fit, bar, examples, provenance, repair="repair" in stage.kinds)
 
 
 def run_stage(stage: SFTStageConf, init: str | None, ctx: JobContext, trainer: TrainerConf | None = None,

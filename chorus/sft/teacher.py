@@ -42,8 +42,8 @@ def teacher_name(teacher: dict, init: str) -> str:
 
 
 def open_teacher(teacher: dict, init: str, cache_root, device="cpu"):
-    """(engine, tokenizer) for `teacher` (TeacherConf as a dict); its path defaults to `init`. An
-    unreachable endpoint fails here, before any stage trains (one probe request, cached like the rest)."""
+    """(engine, tokenizer) for `teacher` (TeacherConf as a dict); its path defaults to `init`. Whether a
+    served one answers is check_reachable's to say."""
     from transformers import AutoTokenizer
 
     from ..policy.engines import make_engine

@@ -175,7 +175,7 @@ def elaborate(files: list[Path] | tuple[Path, ...], folder: Path, defines: dict,
         report = DiagnosticEngine.reportAll(comp.sourceManager, errors[:1]).strip().splitlines()
         raise DesignRefused(f"does not elaborate: {report[0] if report else 'pyslang reported an error'}")
     tops = tuple(i.name for i in root.topInstances)
-    modules = frozenset(d.name for d in comp.getDefinitions()) if hasattr(comp, "getDefinitions") else frozenset(tops)
+    modules = frozenset(d.name for d in comp.getDefinitions())
     params = {}
     if top and tops:
         inst = root.topInstances[0]
@@ -206,7 +206,7 @@ def design_task(design: DesignSource, instance: str = "dut") -> Task:
         if not found.tops:
             raise DesignRefused("has no top module")
         top = found.tops[0]
-    elif top not in found.modules and top not in found.tops:
+    elif top not in found.modules:
         raise DesignRefused(f"{MANIFEST} names top: {top}, which no file of the design declares")
     elaborated = elaborate(design.files, folder, defines,
                            {k: (v[0] if isinstance(v, list) else v) for k, v in parameters.items()}, top, rtl)
